@@ -1,0 +1,1 @@
+"""tracehouse.collectors.power."""

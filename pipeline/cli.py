@@ -1,0 +1,52 @@
+"""The `tracehouse` command: a thin layer that parses arguments, calls one library function, prints.
+
+Each subcommand lives in its own small module exposing `register(subparsers)`, which adds
+the parser and sets `handler(args) -> int`. Library errors (`TracehouseError`) become one
+line on stderr and exit status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tracehouse.pipeline.errors import TracehouseError
+
+# Modules whose `register` adds one or more subcommands, in the order help lists them.
+COMMAND_MODULES = (
+    "tracehouse.collectors.cli",
+    "tracehouse.pipeline.cli_ingest",
+    "tracehouse.pipeline.cli_query",
+    "tracehouse.reports.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="tracehouse",
+        description="Where does each training step's time go as you add GPUs? "
+        "Capture traces, ingest them into a DuckDB/Parquet warehouse, query and report.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tracehouse` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except TracehouseError as exc:
+        print(f"tracehouse {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tracehouse {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The project's own small exception hierarchy; every message is one line a user can act on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TracehouseError(Exception):
+    """Base of every error tracehouse reports to a user (the CLI prints it as one line)."""
+
+
+class InputFileError(TracehouseError):
+    """A file that cannot be read as what it claims to be."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = " ".join(str(reason).split())  # always one line
+        super().__init__(f"{self.path}: {self.reason}")
+
+
+class TraceFormatError(InputFileError):
+    """A rank trace that is not a readable Kineto chrome trace."""
+
+
+class PowerLogError(InputFileError):
+    """A power log that none of the power parsers can read."""
+
+
+class ManifestError(InputFileError):
+    """A run manifest that is missing fields or contradicts itself."""
+
+
+class RankConflictError(TracehouseError):
+    """Two files claim the same rank of one run, or a rank cannot be determined."""
+
+
+class WarehouseError(TracehouseError):
+    """The warehouse cannot be opened, or a query was refused."""

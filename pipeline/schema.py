@@ -1,0 +1,119 @@
+"""The raw warehouse tables, declared once: column names, types and units.
+
+The parser produces these frames (without the `study`, `run_id`, `rank` keys, which ingest
+adds); the warehouse stores them; the SQL views read them. Times are absolute epoch
+nanoseconds (`*_unix_ns`), durations integer nanoseconds (`*_ns`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Normalised event kinds (`events.kind`), decided from the Kineto category.
+KIND_BY_CATEGORY: dict[str, str] = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "cuda_sync": "cuda_sync",
+    "python_function": "python_function",
+}
+OTHER_KIND = "other"
+EVENT_KINDS = sorted({*KIND_BY_CATEGORY.values(), OTHER_KIND})
+
+RUN_KEYS: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, "rank": pl.Int32}
+
+# One row per complete (`ph: X`) event of a rank trace.
+EVENTS: dict[str, pl.DataType] = {
+    "kind": pl.String,  # one of EVENT_KINDS
+    "cat": pl.String,  # the category as written in the trace
+    "name": pl.String,
+    "ts_unix_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "pid": pl.String,  # as written (numbers and strings mix); GPU events: the device
+    "tid": pl.String,  # as written; GPU events: the stream
+    "stream": pl.Int64,  # args.stream when numeric; GPU events have one
+    "device": pl.Int32,  # args.device
+    "correlation": pl.Int64,  # args.correlation: ties a launch to its GPU event
+    "external_id": pl.Int64,  # args["External id"]
+    # GPU events: start of the earliest runtime/driver call with the same correlation
+    # (the launch); NULL when the launch is not in the trace.
+    "launch_ts_unix_ns": pl.Int64,
+}
+
+# One row per `ProfilerStep#N` annotation on the rank's loop thread.
+STEPS: dict[str, pl.DataType] = {
+    "step": pl.Int64,
+    "ts_unix_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "pid": pl.String,
+    "tid": pl.String,
+}
+
+# One row per collective call per rank, as seen in the trace.
+COLLECTIVES: dict[str, pl.DataType] = {
+    "op": pl.String,  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send, recv, ...
+    "process_group": pl.String,  # pg name; NULL when the trace cannot tell
+    "pg_desc": pl.String,
+    "seq": pl.Int64,  # sequence number within the group; NULL when the trace has none
+    "bytes": pl.Int64,  # message size
+    "dtype": pl.String,
+    "group_size": pl.Int32,
+    "ts_unix_ns": pl.Int64,  # start of the transfer (device kernel, or gloo span)
+    "dur_ns": pl.Int64,
+    "source": pl.String,  # nccl_kernel | record_param_comms | gloo | label | cpu_annotation
+    "name": pl.String,  # the event the row came from
+    "tid": pl.String,
+}
+
+# One row per (pid, tid) naming event (`ph: M`, thread_name / process_name).
+THREADS: dict[str, pl.DataType] = {
+    "pid": pl.String,
+    "tid": pl.String,
+    "thread_name": pl.String,
+    "process_name": pl.String,
+}
+
+# One row per process group in distributedInfo.pg_config.
+PROCESS_GROUPS: dict[str, pl.DataType] = {
+    "process_group": pl.String,
+    "pg_desc": pl.String,
+    "backend_config": pl.String,
+    "group_size": pl.Int32,
+    "ranks": pl.List(pl.Int32),
+}
+
+# One row per power sample (public view `power_samples` adds nothing but the run key).
+POWER_SAMPLES: dict[str, pl.DataType] = {
+    "host": pl.String,
+    "device": pl.Int32,
+    "ts_unix_ns": pl.Int64,
+    "power_w": pl.Float64,
+    "energy_counter_j": pl.Float64,  # cumulative hardware counter; NULL when the log has none
+    "temperature_c": pl.Float64,
+    "gpu_util_pct": pl.Float64,
+    "mem_used_mib": pl.Float64,
+    "source": pl.String,  # nvml | dcgmi | nvidia-smi | dcgm-exporter
+    "clock": pl.String,  # how ts was taken, e.g. host-realtime, nvidia-smi-localtime
+}
+
+# One row per ingested file.
+INGEST_ERRORS: dict[str, pl.DataType] = {
+    "path": pl.String,
+    "content_hash": pl.String,
+    "reason": pl.String,
+    "at": pl.Datetime("us", "UTC"),
+}
+
+
+def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """An empty frame with exactly the given columns and types."""
+    return pl.DataFrame(schema=schema)
