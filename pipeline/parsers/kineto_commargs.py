@@ -1,0 +1,108 @@
+"""The communication-related args of the few events collectives are built from.
+
+Only events whose name can matter for COLLECTIVES are read (communication kernels,
+`record_param_comms`, `nccl:*` / `gloo:*` annotations, `c10d::*` ops and tracehouse labels),
+so the rare args never become full-length columns.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+import msgspec
+import polars as pl
+
+COMM_KERNEL = r"(?i)^(nccl|rccl|hccl)|ncclkernel|nccldevkernel"
+HOST_COMM = r"^(record_param_comms$|nccl:|gloo:|c10d::|_c10d_functional::|tracehouse\.collective\|)"
+
+_NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
+
+COMM_ARGS: dict[str, pl.DataType] = {
+    "_row": pl.Int64,
+    "collective_name": pl.String,
+    "in_nelems": pl.Int64,
+    "out_nelems": pl.Int64,
+    "group_size": pl.Int64,
+    "dtype": pl.String,
+    "pg_name": pl.String,
+    "pg_desc": pl.String,
+    "seq": pl.Int64,  # args["Seq"]
+    "sequence_number": pl.Int64,  # args["Sequence number"] (autograd's on most ops)
+    "numel": pl.Int64,  # elements of the tensors in `Input Dims` (see input_numel)
+    "input_type": pl.String,  # first non-empty, non-container entry of `Input type`
+}
+
+
+def comm_mask(name: pl.Expr) -> pl.Expr:
+    """True for events that can feed COLLECTIVES."""
+    return name.str.contains(COMM_KERNEL) | name.str.contains(HOST_COMM)
+
+
+def _decode_raw(raw: Any) -> Any:
+    if raw is None:
+        return None
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
+def input_numel(dims: Any) -> int | None:
+    """Elements of the first tensor argument: a shape `[d0, d1]`, or a TensorList `[[d0], [d1]]` (summed)."""
+    if not isinstance(dims, list):
+        return None
+    for entry in dims:
+        if not isinstance(entry, list) or not entry:
+            continue
+        if all(type(d) is int for d in entry):
+            return prod(entry)
+        if all(isinstance(t, list) and all(type(d) is int for d in t) for t in entry):
+            return sum(prod(t) for t in entry)
+    return None
+
+
+def input_dtype(types: Any) -> str | None:
+    """The first tensor dtype named in `Input type` (skipping "", "Scalar", "TensorList"...)."""
+    if not isinstance(types, list):
+        return None
+    for entry in types:
+        if isinstance(entry, str) and entry and entry not in _NOT_DTYPES:
+            return entry
+    return None
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int and -(2**63) <= v < 2**63 else None
+
+
+def _str(v: Any) -> str | None:
+    if isinstance(v, str):
+        return v
+    return str(v) if type(v) is int else None
+
+
+def comm_args_frame(xs: list[Any], raw: pl.DataFrame) -> pl.DataFrame:
+    """The comm-related args of the candidate rows, keyed by `_row` (position among complete events)."""
+    rows = raw.select(pl.int_range(pl.len()).alias("_row"), comm_mask(pl.col("name")).alias("m"))
+    idx = rows.filter("m")["_row"].to_list()
+    records = []
+    for i in idx:
+        a = xs[i].args
+        records.append(
+            {
+                "_row": i,
+                "collective_name": _str(a.collective_name),
+                "in_nelems": _int(a.in_nelems),
+                "out_nelems": _int(a.out_nelems),
+                "group_size": _int(a.group_size),
+                "dtype": _str(a.dtype),
+                "pg_name": _str(a.pg_name),
+                "pg_desc": _str(a.pg_desc),
+                "seq": _int(a.seq),
+                "sequence_number": _int(a.sequence_number),
+                "numel": input_numel(_decode_raw(a.input_dims)),
+                "input_type": input_dtype(_decode_raw(a.input_type)),
+            }
+        )
+    return pl.DataFrame(records, schema=COMM_ARGS)

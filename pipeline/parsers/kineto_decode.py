@@ -1,0 +1,207 @@
+"""Decode one Kineto chrome-trace file into typed msgspec Structs (transient, never returned).
+
+The decoder is schema-driven: `args` keeps only the keys the parser turns into columns, so
+every other key (shapes, strides, call stacks, 128-bit NCCL ids...) is skipped cheaply. The
+Structs live only inside `parse_trace`; columns are built from them and they are dropped.
+
+Fast path: hot `args` fields typed as `int`. A file that breaks those types (a string stream,
+a list where an int belongs) is decoded again with every arg typed `object` and cleaned per
+column (`loose=True`): slower, but it parses.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from tracehouse.pipeline.errors import TraceFormatError
+
+# (attribute, JSON key, fast-path type). Declared once: these args become columns.
+# (attribute, JSON key, fast-path type). Declared once: these args become columns. Only the
+# hot, always-numeric keys are typed; the rare ones (a few events per step) are `Any` and
+# sanitised where they are read. ROCm writes `stream` as text ("0x0"): not an integer.
+ARG_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("stream", "stream", int | str),
+    ("correlation", "correlation", int),
+    ("external_id", "External id", int),
+    ("external_id_legacy", "external id", int),  # 2020-2021 Runtime/Kernel events
+    ("device", "device", int),
+    ("meta_name", "name", Any),  # thread_name / process_name metadata
+    ("collective_name", "Collective name", Any),
+    ("in_nelems", "In msg nelems", Any),
+    ("out_nelems", "Out msg nelems", Any),
+    ("group_size", "Group size", Any),
+    ("dtype", "dtype", Any),
+    ("pg_name", "Process Group Name", Any),
+    ("pg_desc", "Process Group Description", Any),
+    ("seq", "Seq", Any),
+    ("sequence_number", "Sequence number", Any),
+    ("input_dims", "Input Dims", msgspec.Raw),
+    ("input_type", "Input type", msgspec.Raw),
+)
+
+
+def _arg_type(typ: Any, loose: bool) -> Any:
+    if typ is msgspec.Raw:
+        return msgspec.Raw  # a Raw field cannot sit in a union; absent -> the None default
+    return Any if loose or typ is Any else typ | None
+
+
+def _args_struct(name: str, loose: bool) -> type:
+    fields = [
+        (attr, _arg_type(typ, loose), msgspec.field(default=None, name=key)) for attr, key, typ in ARG_FIELDS
+    ]
+    return msgspec.defstruct(name, fields, gc=False, omit_defaults=True)
+
+
+def _event_struct(name: str, args_type: type, ts_type: Any) -> type:
+    fields = [
+        ("ph", str, ""),
+        ("cat", str | None, None),
+        ("name", str, ""),
+        ("pid", int | str | None, None),
+        ("tid", int | str | None, None),
+        ("ts", ts_type | None, None),
+        ("dur", ts_type | None, None),
+        ("args", args_type, msgspec.field(default_factory=args_type)),
+    ]
+    return msgspec.defstruct(name, fields, gc=False)
+
+
+Args = _args_struct("Args", loose=False)
+LooseArgs = _args_struct("LooseArgs", loose=True)
+Event = _event_struct("Event", Args, int | float)  # int vs float tells exact-time needs
+LooseEvent = _event_struct("LooseEvent", LooseArgs, Any)
+
+
+class _TimeOnly(msgspec.Struct, gc=False):
+    """Exact path: `ts`/`dur` kept as their JSON text."""
+
+    ph: str = ""
+    ts: msgspec.Raw = None  # type: ignore[assignment]
+    dur: msgspec.Raw = None  # type: ignore[assignment]
+
+
+class _Device(msgspec.Struct, gc=False):
+    name: Any = None
+
+
+class TopLevelFields(msgspec.Struct, gc=False):
+    """The top-level object; `traceEvents` stays raw JSON text, decoded later in chunks."""
+
+    traceEvents: msgspec.Raw = None  # type: ignore[assignment]
+    baseTimeNanoseconds: int | None = None
+    schemaVersion: Any = None
+    distributedInfo: Any = None
+    deviceProperties: list[_Device] | None = None
+    computeProperties: list[_Device] | None = None
+    host_name: Any = None
+    hostname: Any = None
+
+
+_LEADING_SPACE = re.compile(rb"\s*")
+
+
+class _InvalidUtf8(Exception):
+    """The JSON text holds bytes that are not UTF-8."""
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's JSON text, gunzipped when it starts with the gzip magic number."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TraceFormatError(path, "file does not exist") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read file: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(path, f"corrupt gzip data: {exc}") from None
+    if not data or data.isspace():  # isspace stops at the first other byte: no copy, no full scan
+        raise TraceFormatError(path, "empty file")
+    return data
+
+
+def first_byte(data: bytes) -> bytes:
+    """The first non-whitespace byte (without copying the buffer as `lstrip` would)."""
+    start = _LEADING_SPACE.match(data).end()
+    return data[start : start + 1]
+
+
+def _decode(path: Path, data: bytes, type_: Any) -> Any:
+    try:
+        return msgspec.json.decode(data, type=type_)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError as exc:
+        if "UTF-8" in str(exc):
+            raise _InvalidUtf8 from None
+        raise TraceFormatError(path, f"invalid JSON: {exc}") from None
+
+
+def _replaced(data: Any) -> bytes:
+    return bytes(data).decode("utf-8", errors="replace").encode()
+
+
+def decode_top(path: Path, data: bytes) -> tuple[TopLevelFields, Any, bool]:
+    """(top-level fields, the traceEvents array as raw JSON, UTF-8 replaced?).
+
+    A bare array has no top-level fields.
+    """
+    first = first_byte(data)
+    if first == b"[":
+        return TopLevelFields(), data, False
+    if first != b"{":
+        raise TraceFormatError(path, "not a Kineto trace: top level is neither an object nor an array")
+    try:
+        top, replaced = _decode(path, data, TopLevelFields), False
+    except _InvalidUtf8:
+        top, replaced = _decode(path, _replaced(data), TopLevelFields), True
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError(path, f"not a Kineto trace: {exc}") from None
+    return top, top.traceEvents, replaced
+
+
+def split_events(path: Path, events: Any) -> tuple[list[msgspec.Raw], bool]:
+    """(one raw JSON slice per event, UTF-8 replaced?): a fast scan, nothing decoded yet."""
+    if events is None:
+        return [], False
+    try:
+        return _decode(path, events, list[msgspec.Raw]), False
+    except _InvalidUtf8:
+        return _decode(path, _replaced(events), list[msgspec.Raw]), True
+    except msgspec.ValidationError:
+        raise TraceFormatError(path, "not a Kineto trace: traceEvents is not an array") from None
+
+
+def join_events(raws: list[msgspec.Raw]) -> bytes:
+    """A chunk of raw events as one JSON array."""
+    return b"[" + b",".join(raws) + b"]"
+
+
+def decode_chunk(path: Path, chunk: bytes) -> tuple[list[Any], bool, bytes]:
+    """(events, loose, chunk): the fast typed decode, or the loose one when the chunk breaks its types.
+
+    The returned chunk is what was decoded: invalid UTF-8 (a mangled kernel name) is replaced
+    by U+FFFD rather than losing the whole file.
+    """
+    try:
+        return _decode(path, chunk, list[Event]), False, chunk
+    except _InvalidUtf8:
+        return decode_chunk(path, _replaced(chunk))
+    except msgspec.ValidationError as fast_error:
+        try:
+            return _decode(path, chunk, list[LooseEvent]), True, chunk
+        except msgspec.ValidationError:
+            raise TraceFormatError(path, f"not a Kineto trace: {fast_error}") from None
+
+
+def decode_time_text(path: Path, chunk: bytes) -> list[Any]:
+    """Every event's `ph`, `ts` and `dur` with ts/dur as raw JSON text (the exact-time path)."""
+    return _decode(path, chunk, list[_TimeOnly])

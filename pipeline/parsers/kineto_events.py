@@ -1,0 +1,147 @@
+"""Columns from decoded events: the EVENTS frame (with launch times) and the THREADS frame."""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from tracehouse.pipeline.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto_time import float_to_ns
+from tracehouse.pipeline.schema import EVENTS, KIND_BY_CATEGORY, OTHER_KIND, THREADS
+
+GPU_KINDS = ("kernel", "memcpy", "memset")
+RUNTIME_KIND = "runtime"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _ints(values: list[Any]) -> pl.Series:
+    """Int64 column; anything that is not an integer (text, float, > 64 bits) becomes NULL."""
+    try:
+        return pl.Series(values, dtype=pl.Int64)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        ints = [v if type(v) is int and INT64_MIN <= v <= INT64_MAX else None for v in values]
+        return pl.Series(ints, dtype=pl.Int64)
+
+
+def _texts(values: list[Any]) -> pl.Series:
+    """pid/tid as text: numbers and strings mix in Kineto traces (strings are the rare case)."""
+    numbers = pl.Series(values, dtype=pl.Int64, strict=False)
+    text = numbers.cast(pl.String)
+    if numbers.null_count():
+        holes = numbers.is_null().arg_true().to_list()
+        text = text.scatter(holes, [None if values[i] is None else str(values[i]) for i in holes])
+    return text
+
+
+def _strings(values: list[Any], loose: bool) -> pl.Series:
+    if loose:
+        values = [v if type(v) is str else None for v in values]
+    return pl.Series(values, dtype=pl.String)
+
+
+def _floats(values: list[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Float64, strict=False)
+
+
+def raw_columns(xs: list[Any], loose: bool) -> pl.DataFrame:
+    """One row per complete event, values as written (ts/dur still float µs)."""
+    args = list(map(attrgetter("args"), xs))
+
+    def arg(attr: str) -> list[Any]:
+        return list(map(attrgetter(attr), args))
+
+    external = _ints(arg("external_id")).fill_null(_ints(arg("external_id_legacy")))
+    return pl.DataFrame(
+        {
+            "_row": pl.int_range(len(xs), dtype=pl.Int64, eager=True),
+            "cat": _strings(list(map(attrgetter("cat"), xs)), loose),
+            "name": _strings(list(map(attrgetter("name"), xs)), loose),
+            "ts_us": _floats(list(map(attrgetter("ts"), xs))),
+            "dur_us": _floats(list(map(attrgetter("dur"), xs))),
+            "pid": _texts(list(map(attrgetter("pid"), xs))),
+            "tid": _texts(list(map(attrgetter("tid"), xs))),
+            "stream": _ints(arg("stream")),
+            "device": _ints(arg("device")),
+            "correlation": _ints(arg("correlation")),
+            "external_id": external,
+        }
+    )
+
+
+def check_times(path: Path, raw: pl.DataFrame) -> None:
+    """Complete events must carry both `ts` and `dur`."""
+    missing = raw.filter(pl.col("ts_us").is_null() | pl.col("dur_us").is_null())
+    if missing.height:
+        first = missing.row(0, named=True)
+        raise TraceFormatError(
+            path,
+            f"{missing.height} complete (ph=X) events lack ts or dur; first: {first['name']!r}",
+        )
+
+
+def _kind(cat: pl.Expr) -> pl.Expr:
+    mapping = {k: v for k, v in KIND_BY_CATEGORY.items()}
+    return cat.str.to_lowercase().replace_strict(mapping, default=OTHER_KIND, return_dtype=pl.String)
+
+
+def with_unix_ns(
+    raw: pl.DataFrame, base_time_ns: int | None, ts_ns: pl.Series | None, dur_ns: pl.Series | None
+) -> pl.DataFrame:
+    """Add ts_unix_ns/dur_ns: from exact text-path columns when given, else the float path."""
+    base = base_time_ns or 0
+    ts = ts_ns.alias("ts_unix_ns") if ts_ns is not None else float_to_ns(pl.col("ts_us"))
+    dur = dur_ns.alias("dur_ns") if dur_ns is not None else float_to_ns(pl.col("dur_us"))
+    out = raw.with_columns(ts.alias("ts_unix_ns"), dur.alias("dur_ns"))
+    return out.with_columns(pl.col("ts_unix_ns") + base).drop("ts_us", "dur_us")
+
+
+def events_frame(raw: pl.DataFrame) -> pl.DataFrame:
+    """EVENTS columns plus `_row` (negative durations already dropped): kind and launch time added."""
+    frame = raw.with_columns(_kind(pl.col("cat")).alias("kind"))
+    launches = (
+        frame.lazy()
+        .filter((pl.col("kind") == RUNTIME_KIND) & pl.col("correlation").is_not_null())
+        .group_by("correlation")
+        .agg(pl.col("ts_unix_ns").min().alias("launch_ts_unix_ns"))
+    )
+    is_gpu = pl.col("kind").is_in(GPU_KINDS) & pl.col("stream").is_not_null()
+    return (
+        frame.lazy()
+        .join(launches, on="correlation", how="left", maintain_order="left")
+        .with_columns(pl.when(is_gpu).then(pl.col("launch_ts_unix_ns")).alias("launch_ts_unix_ns"))
+        .select([pl.col(c).cast(t) for c, t in EVENTS.items()] + [pl.col("_row")])
+        .collect()
+    )
+
+
+def threads_frame(metas: list[Any], loose: bool) -> pl.DataFrame:
+    """One row per (pid, tid) named by `thread_name`, plus one per pid named only by `process_name`."""
+    names = _strings(list(map(attrgetter("name"), metas)), loose)
+    frame = pl.DataFrame(
+        {
+            "kind": names,
+            "pid": _texts(list(map(attrgetter("pid"), metas))),
+            "tid": _texts(list(map(attrgetter("tid"), metas))),
+            "value": _strings([e.args.meta_name for e in metas], loose=True),
+        }
+    ).filter(pl.col("value").is_not_null())
+    # A later thread_name renames the thread (pt_main_thread, then pt_autograd_0): last wins.
+    threads = (
+        frame.filter(pl.col("kind") == "thread_name")
+        .group_by("pid", "tid", maintain_order=True)
+        .agg(pl.col("value").last().alias("thread_name"))
+    )
+    processes = (
+        frame.filter(pl.col("kind") == "process_name")
+        .group_by("pid", maintain_order=True)
+        .agg(pl.col("tid").first(), pl.col("value").last().alias("process_name"))
+    )
+    named = threads.join(processes.drop("tid"), on="pid", how="left", maintain_order="left")
+    unnamed = processes.join(threads, on="pid", how="anti").with_columns(
+        pl.lit(None, dtype=pl.String).alias("thread_name")
+    )
+    return pl.concat([named.select(THREADS.keys()), unnamed.select(THREADS.keys())], how="vertical").cast(
+        THREADS
+    )

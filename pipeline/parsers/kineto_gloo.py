@@ -1,0 +1,117 @@
+"""COLLECTIVES of CPU (gloo) traces: `gloo:*` spans, attributed to tracehouse labels when present.
+
+A `gloo:*` span carries what gloo moves: its `Input Dims` / `Input type` (else those of the
+enclosing `c10d::*` op on the same thread). Its payload = elements × dtype size; barrier
+spans have none (payload 0). Reported bytes follow the nccl-tests convention (see
+kineto_collectives): all_gather = payload × group size (the span holds one rank's input).
+
+Labels (`tracehouse.collective|op=...|bytes=...`, `pipeline.comm_label`) say what the
+program asked for. Matching rule: the k-th gloo span with key (op, payload) on this rank is
+the k-th label with the same key, both in start order. A label's key is what gloo shows for
+it: op reduce_scatter runs as `gloo:all_reduce` over the whole input (payload = bytes);
+all_gather's payload is bytes / group_size; other ops are unchanged. A matched span takes
+op, bytes, dtype, process group, pg_desc, seq and group size from its label, and ts/dur
+from the span (source "gloo"). A label with no span (an op gloo does not name) becomes a
+row of its own with the label span's ts/dur (source "label"). A span with no label keeps
+what the span says (group size only when pg_config has exactly one group).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+from tracehouse.pipeline import comm_label
+from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, map_unique, op_name
+from tracehouse.pipeline.parsers.kineto_meta import TopLevel
+from tracehouse.pipeline.parsers.kineto_spans import enclosing
+from tracehouse.pipeline.schema import COLLECTIVES
+
+_KEY = ["key_op", "key_bytes", "k"]
+
+
+def _nth(frame: pl.DataFrame) -> pl.DataFrame:
+    """Number the rows of each (op, payload) key in start order."""
+    return frame.sort("ts_unix_ns", maintain_order=True).with_columns(
+        pl.int_range(pl.len()).over(["key_op", "key_bytes"]).alias("k")
+    )
+
+
+def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
+    spans = comm.filter(pl.col("name").str.starts_with("gloo:"))
+    ops = comm.filter(pl.col("name").str.starts_with("c10d::")).select(
+        "pid", "tid", "ts_unix_ns", "dur_ns", "numel", "input_type"
+    )
+    spans = enclosing(spans, "ts_unix_ns", ops, "op_")
+    single = top.pg_config[0].get("pg_size") if len(top.pg_config) == 1 else None
+    spans = spans.with_columns(
+        map_unique(pl.col("name"), op_name, "key_op"),
+        map_unique(pl.coalesce("input_type", "op_input_type"), dtype_name, "dtype"),
+        pl.lit(single if type(single) is int else None, pl.Int64).alias("group_size"),
+    )
+    payload = (
+        pl.when(pl.col("key_op") == "barrier")
+        .then(0)
+        .otherwise(pl.coalesce("numel", "op_numel") * dtype_bytes(pl.col("dtype")))
+    )
+    return _nth(spans.with_columns(payload.fill_null(-1).alias("key_bytes")))
+
+
+def _labels(comm: pl.DataFrame) -> pl.DataFrame:
+    labels = comm.filter(pl.col("name").str.starts_with(comm_label.LABEL_PREFIX + "|")).with_columns(
+        comm_label.label_columns(pl.col("name"))
+    )
+    key_op = (
+        pl.when(pl.col("label_op") == "reduce_scatter")
+        .then(pl.lit("all_reduce"))
+        .otherwise(pl.col("label_op"))
+    )
+    payload = (
+        pl.when(pl.col("label_op") == "all_gather")
+        .then(pl.col("label_bytes") // pl.col("label_group_size"))
+        .otherwise(pl.col("label_bytes"))
+    )
+    return _nth(labels.with_columns(key_op.alias("key_op"), payload.fill_null(-1).alias("key_bytes")))
+
+
+def _from_label(frame: pl.DataFrame, source: str) -> pl.DataFrame:
+    return frame.with_columns(
+        pl.col("label_op").alias("op"),
+        pl.col("label_pg").alias("process_group"),
+        pl.col("label_pg_desc").alias("pg_desc"),
+        pl.col("label_seq").alias("seq"),
+        pl.col("label_bytes").alias("bytes"),
+        map_unique(pl.col("label_dtype"), dtype_name, "dtype"),
+        pl.col("label_group_size").alias("group_size"),
+        pl.lit(source).alias("source"),
+    ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
+
+
+def _unlabelled(spans: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
+    single = top.pg_config[0] if len(top.pg_config) == 1 else {}
+    pg = single.get("pg_name")
+    desc = single.get("pg_desc")
+    factor = pl.when(pl.col("key_op") == "all_gather").then(pl.col("group_size")).otherwise(1)
+    return spans.with_columns(
+        pl.col("key_op").alias("op"),
+        pl.lit(None if pg is None else str(pg), pl.String).alias("process_group"),
+        pl.lit(desc if isinstance(desc, str) else None, pl.String).alias("pg_desc"),
+        pl.lit(None, pl.Int64).alias("seq"),
+        (pl.when(pl.col("key_bytes") >= 0).then(pl.col("key_bytes")) * factor).alias("bytes"),
+        pl.lit("gloo").alias("source"),
+    ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
+
+
+def gloo_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
+    """gloo spans and tracehouse labels as COLLECTIVES rows."""
+    spans, labels = _spans(comm, top), _labels(comm)
+    if spans.is_empty() and labels.is_empty():
+        return pl.DataFrame(schema=COLLECTIVES)
+    label_cols = [c for c in labels.columns if c.startswith("label_")]
+    matched = spans.join(labels.select(*_KEY, *label_cols), on=_KEY, how="inner")
+    return pl.concat(
+        [
+            _from_label(matched, "gloo"),
+            _unlabelled(spans.join(labels, on=_KEY, how="anti"), top),
+            _from_label(labels.join(spans, on=_KEY, how="anti"), "label"),
+        ],
+        how="vertical",
+    )
