@@ -1,0 +1,98 @@
+"""Where the report's numbers come from: a read-only connection to a warehouse and small query helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+from tracehouse.pipeline import warehouse
+from tracehouse.pipeline.errors import WarehouseError
+
+REQUIRED_VIEWS = ("runs", "scale_points", "step_breakdown")
+# Read by several charts each; the order lets later views reuse the earlier snapshots.
+SNAPSHOT_VIEWS = ("runs", "step_breakdown", "scale_points")
+
+
+def open_warehouse(directory: str | Path) -> duckdb.DuckDBPyConnection:
+    """Open a warehouse directory read-only, creating missing views first; WarehouseError when impossible."""
+    con = warehouse.connect(Path(directory), read_only=True)
+    if not _missing(con):
+        return _quiet(con)
+    con.close()
+    con = warehouse.open_for_query(Path(directory))
+    missing = _missing(con)
+    if missing:
+        con.close()
+        raise WarehouseError(f"{directory}: the warehouse has no view(s) {', '.join(missing)}")
+    return _quiet(con)
+
+
+def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    # DuckDB draws a progress bar on the terminal for slow queries; a report prints only its result.
+    con.sql("SET enable_progress_bar = false")
+    return snapshot(con)
+
+
+def snapshot(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Materialise the views the report reads many times as temporary tables of the same name.
+
+    Temporary tables shadow the catalog's views for this connection only (the warehouse stays
+    read-only); each view is then computed once per report, and every chart sees the same rows.
+    """
+    for name in SNAPSHOT_VIEWS:
+        con.sql(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM main.{name}")
+    return con
+
+
+def _missing(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [name for name in REQUIRED_VIEWS if not has_relation(con, name)]
+
+
+def frame(con: duckdb.DuckDBPyConnection, query: str, *params: Any) -> pl.DataFrame:
+    """Run one query with positional `$n` parameters and return its rows as a polars frame."""
+    try:
+        return con.sql(query, params=list(params) or None).pl()
+    except duckdb.Error as exc:
+        raise WarehouseError(f"report query failed: {_one_line(exc)}") from exc
+
+
+def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether a table or view of that name exists."""
+    found = con.sql(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = $1 AND NOT internal "
+        "UNION ALL SELECT count(*) FROM duckdb_views() WHERE view_name = $1 AND NOT internal",
+        params=[name],
+    ).fetchall()
+    return sum(n for (n,) in found) > 0
+
+
+def columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    """Column names of a table or view, empty when it does not exist."""
+    rows = con.sql(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = $1 ORDER BY column_index", params=[name]
+    ).fetchall()
+    return list(dict.fromkeys(r[0] for r in rows))  # a snapshot lists its view's columns twice
+
+
+def studies(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every study in the warehouse, sorted."""
+    return [r[0] for r in con.sql("SELECT DISTINCT study FROM runs ORDER BY study").fetchall()]
+
+
+def pick_study(con: duckdb.DuckDBPyConnection, study: str | None) -> str:
+    """The study to report: the one named, or the only one; WarehouseError otherwise."""
+    known = studies(con)
+    if study is not None:
+        if study not in known:
+            raise WarehouseError(f"no study named {study!r}; the warehouse has: {', '.join(known) or 'none'}")
+        return study
+    if len(known) != 1:
+        listed = ", ".join(repr(s) for s in known) or "none"
+        raise WarehouseError(f"choose a study with --study; the warehouse has {len(known)}: {listed}")
+    return known[0]
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

@@ -1,0 +1,68 @@
+"""Warehouses for the report tests: fabricated ones (always), and one ingested from sample_traces/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import devwarehouse
+import pytest
+from hostile import HOSTILE, hostile_run
+from tracehouse.pipeline.ingest import ingest
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_TRACES = REPO / "sample_traces"
+
+
+@pytest.fixture(scope="session")
+def dev_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fabricated warehouse with power captured."""
+    return devwarehouse.build(tmp_path_factory.mktemp("dev-warehouse"))
+
+
+@pytest.fixture(scope="session")
+def dev_warehouse_no_power(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fabricated warehouse of a study whose manifests say why no power was captured."""
+    return devwarehouse.build(tmp_path_factory.mktemp("dev-warehouse-no-power"), power=False)
+
+
+@pytest.fixture(scope="session")
+def hostile_dev_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fabricated warehouse with markup in its study, host, kernel and file names."""
+    names = devwarehouse.Names(
+        study=HOSTILE["study"], host=HOSTILE["host"], kernel=HOSTILE["kernel"], error_path=HOSTILE["run_id"]
+    )
+    return devwarehouse.build(tmp_path_factory.mktemp("dev-warehouse-hostile"), names=names)
+
+
+@pytest.fixture(scope="session")
+def hostile_real_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real warehouse ingested from the hostile run."""
+    root = tmp_path_factory.mktemp("hostile-real")
+    summary = ingest([hostile_run(root / "run")], root / "warehouse")
+    assert summary.failed == [], summary.failed
+    return root / "warehouse"
+
+
+def sample_runs() -> list[Path]:
+    """Run folders (with a manifest) under sample_traces/."""
+    return sorted(p.parent for p in SAMPLE_TRACES.rglob("manifest.json")) if SAMPLE_TRACES.is_dir() else []
+
+
+@pytest.fixture(scope="session")
+def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse ingested from sample_traces/ (skips while the collectors have not written any)."""
+    runs = sample_runs()
+    if not runs:
+        pytest.skip("sample_traces/ holds no run yet (the collectors write them)")
+    target = tmp_path_factory.mktemp("sample-warehouse")
+    summary = ingest(runs, target)
+    assert summary.failed == [], summary.failed
+    return target
+
+
+@pytest.fixture(scope="session")
+def showcase_warehouse(request: pytest.FixtureRequest) -> Path:
+    """The warehouse the README screenshot shows: sample_traces/ when present, else the fabricated one."""
+    if sample_runs():
+        return request.getfixturevalue("sample_warehouse")
+    return request.getfixturevalue("dev_warehouse")

@@ -1,0 +1,84 @@
+"""The report in a real headless Chromium with networking cut off: every chart draws, nothing is fetched.
+
+Set TRACEHOUSE_UPDATE_SCREENSHOT=1 to rewrite docs/report-screenshot.png (the README's picture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pagecheck
+import pytest
+from cdp import Browser, find_chromium
+from tracehouse.reports.build import build_report
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "report-screenshot.png"
+CHARTS_DONE = "document.body.getAttribute('data-charts-done')"
+# Per chart container: [id, drawn SVG elements, failed flag, height in CSS px].
+CHART_STATE = """JSON.stringify(Array.from(document.querySelectorAll('.chart')).map(c => [
+    c.id,
+    c.querySelectorAll('svg path, svg rect, svg text, svg line').length + c.querySelectorAll('canvas').length,
+    c.getAttribute('data-failed'), Math.round(c.getBoundingClientRect().height)]))"""
+
+chromium = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    chromium is None, reason="no chromium here (CI installs it: apt-get install -y chromium)"
+)
+
+
+def _open(browser: Browser, page: Path) -> list:
+    browser.open(page.as_uri())
+    browser.wait_for(CHARTS_DONE, timeout=90)
+    return json.loads(browser.evaluate(CHART_STATE))
+
+
+@needs_chromium
+def test_every_chart_renders_offline_without_console_errors(showcase_warehouse: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = build_report(showcase_warehouse, out)
+    expected = list(pagecheck.read(out).specs())
+    with Browser(chromium) as browser:
+        state = _open(browser, out)
+        assert [s[0] for s in state] == expected and len(expected) == result.charts
+        for chart_id, drawn, failed, height in state:
+            assert failed is None and drawn > 10 and height > 50, (chart_id, drawn, failed, height)
+        assert browser.evaluate(CHARTS_DONE) == str(result.charts)
+        assert browser.console_problems() == []
+        assert browser.requests() == [out.as_uri()]
+        shot = browser.screenshot(tmp_path / "shot.png", height=1500)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if os.environ.get("TRACEHOUSE_UPDATE_SCREENSHOT") == "1":
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            SCREENSHOT.write_bytes(shot.read_bytes())
+
+
+@needs_chromium
+def test_strategy_selector_filters_every_chart(dev_warehouse: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    build_report(dev_warehouse, out)
+    with Browser(chromium) as browser:
+        before = dict((s[0], s[1]) for s in _open(browser, out))
+        browser.evaluate(
+            "(() => { const picker = document.getElementById('strategy-picker'); picker.value = 'fsdp';"
+            "picker.dispatchEvent(new Event('change')); return new Promise(r => setTimeout(r, 500)); })()"
+        )
+        after = dict((s[0], s[1]) for s in json.loads(browser.evaluate(CHART_STATE)))
+        # one of two strategies left: fewer marks in the line and bar charts
+        for chart_id in ("fig-throughput", "fig-breakdown", "fig-efficiency"):
+            assert after[chart_id] < before[chart_id], chart_id
+        assert browser.console_problems() == []
+
+
+@needs_chromium
+def test_hostile_names_run_no_script_in_the_browser(hostile_real_warehouse: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    build_report(hostile_real_warehouse, out)
+    with Browser(chromium) as browser:
+        _open(browser, out)
+        assert browser.evaluate("typeof window.__pwned") == "undefined"
+        assert browser.evaluate("document.querySelectorAll('img, iframe, b, .chart script').length") == 0
+        assert browser.evaluate("document.querySelector('h1').textContent").startswith("<script>")
+        assert browser.console_problems() == []

@@ -1,0 +1,61 @@
+"""The report's numbers and words, checked against values computed by hand from the fabricated study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import devwarehouse as dev
+import pytest
+from tracehouse.reports import charts_breakdown, charts_power, charts_scaling
+from tracehouse.reports.headline import headline
+from tracehouse.reports.source import open_warehouse
+
+
+@pytest.fixture
+def con(dev_warehouse: Path):
+    connection = open_warehouse(dev_warehouse)
+    yield connection
+    connection.close()
+
+
+def test_breakdown_bars_split_the_step_time_by_part(con) -> None:
+    rows = charts_breakdown.breakdown_rows(con, dev.STUDY)
+    ddp16 = {r["part"]: r["ms"] for r in rows.filter(run_id="ddp-w16").iter_rows(named=True)}
+    # ddp on 16 devices: compute 158 ms / 16, exposed 2.5 ms x log2(16) + 9 ms inter-node,
+    # other 1.2 ms, idle 0.8 + 0.15 x 16 ms; the step is their sum, 33.275 ms.
+    assert ddp16 == pytest.approx(
+        {"compute": 9.875, "exposed communication": 19.0, "other": 1.2, "idle": 3.2}
+    )
+    assert rows.height == 4 * len(dev.WORLD_SIZES) * len(dev.STRATEGIES)
+
+
+def test_headline_names_thresholds_and_what_dominates(con) -> None:
+    facts = {f.label: f.text for f in headline(con, dev.STUDY)}
+    # efficiency(ddp, 8) = (160.15 / 30.45) / 8 = 0.657; (ddp, 16) = (160.15 / 33.275) / 16 = 0.301
+    assert (
+        "ddp: below 80% from 8 devices (66%), below 50% from 16 devices (30%)" in facts["Scaling efficiency"]
+    )
+    # 19 / 33.275 = 57 % exposed communication at the largest scale point
+    assert (
+        "ddp on 16 devices: exposed communication dominates, 57% of a 33.3 ms step"
+        in facts["At the largest scale"]
+    )
+    # best per device: one device, 65536 tokens / 0.16015 s = 409,216 tokens/s
+    assert facts["Best throughput per device"].startswith("409,216 tokens/s per device with ddp on 1 device")
+    assert "1, 2, 4, 8, 16 devices" in facts["Scale points"]
+
+
+def test_ideal_line_is_the_smallest_point_grown_linearly(con) -> None:
+    rows = charts_scaling.scaling_rows(con, dev.STUDY).filter(strategy="ddp").sort("world_size")
+    base = dev.TOKENS_PER_STEP / 0.16015
+    assert rows["ideal_tokens_per_s"].to_list() == pytest.approx([base * w for w in dev.WORLD_SIZES])
+
+
+def test_power_note_quotes_the_manifest_reason(dev_warehouse_no_power: Path, con) -> None:
+    assert charts_power.power_note(con, dev.STUDY) is None
+    with open_warehouse(dev_warehouse_no_power) as other:
+        assert charts_power.power_chart(other, dev.STUDY) is None
+        assert (
+            charts_power.power_note(other, dev.STUDY)
+            == f"No power was captured for this study: {dev.NO_POWER}."
+        )
