@@ -1,0 +1,236 @@
+"""From the paths a user gives to the files to ingest: runs, ranks, manifests and power logs.
+
+A directory is searched recursively for `*.json` / `*.json.gz` traces; all traces of one
+directory form one run. A `manifest.json` beside them names the study and run (winning over
+`--study` / `--run`), maps ranks to files and lists power logs. Without a manifest the run is
+`--run` or the directory's name, the study `--study` or `default`. A rank is never guessed:
+here it comes from `--rank FILE=N` or the manifest; otherwise the trace's own
+`distributedInfo.rank` decides after parsing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracehouse.pipeline.errors import ManifestError
+from tracehouse.pipeline.manifest import MANIFEST_NAME, RunManifest
+
+DEFAULT_STUDY = "default"
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceJob:
+    """One rank trace to parse, with what is known of it before parsing."""
+
+    path: Path
+    study: str
+    run_id: str
+    rank: int | None  # None: take distributedInfo.rank after parsing
+    rank_source: str | None  # manifest | option
+
+
+@dataclass(frozen=True, kw_only=True)
+class PowerJob:
+    """One power log listed in a run manifest."""
+
+    path: Path
+    study: str
+    run_id: str
+    host: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSource:
+    """A run and the manifest that defines it (`path` None: stated on the command line)."""
+
+    manifest: RunManifest
+    path: Path | None
+
+
+@dataclass(kw_only=True)
+class Discovery:
+    """Everything found under the given paths, plus one-line problems keyed by path."""
+
+    traces: list[TraceJob] = field(default_factory=list)
+    power: list[PowerJob] = field(default_factory=list)
+    runs: list[RunSource] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+def is_trace_name(path: Path) -> bool:
+    """Whether a file name looks like a chrome-trace JSON file (and is not a manifest)."""
+    return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)
+
+
+def parse_rank_options(values: Iterable[str]) -> dict[str, int]:
+    """`FILE=N` strings into a mapping; raises ValueError naming the bad one."""
+    ranks: dict[str, int] = {}
+    for value in values:
+        name, sep, number = value.rpartition("=")
+        if not sep or not name or not number.strip().isdigit():
+            raise ValueError(f"--rank {value!r}: expected FILE=N with N a non-negative integer")
+        ranks[name] = int(number)
+    return ranks
+
+
+def discover(
+    paths: Iterable[str | Path],
+    *,
+    study: str | None = None,
+    run: str | None = None,
+    ranks: Mapping[str, int] | None = None,
+) -> Discovery:
+    """Turn user paths into trace and power jobs, grouped into runs."""
+    found = Discovery()
+    files = _candidate_files(paths, found)
+    by_dir: dict[Path, list[Path]] = {}
+    for f in files:
+        by_dir.setdefault(f.parent, []).append(f)
+    options = _RankOptions(ranks or {}, files)
+    seen_runs: dict[tuple[str, str], RunSource] = {}
+    for directory, dir_files in sorted(by_dir.items()):
+        _discover_dir(directory, dir_files, study, run, options, found, seen_runs)
+    found.errors.extend(options.unused())
+    _drop_duplicate_ranks(found)
+    return found
+
+
+def _candidate_files(paths: Iterable[str | Path], found: Discovery) -> list[Path]:
+    files: dict[Path, None] = {}
+    for given in paths:
+        path = Path(given).absolute()
+        if path.is_dir():
+            for f in sorted(path.rglob("*")):
+                if f.is_file() and is_trace_name(f):
+                    files.setdefault(f, None)
+        elif path.is_file():
+            files.setdefault(path, None)
+        else:
+            found.errors.append((str(given), "no such file or directory"))
+    return list(files)
+
+
+def _discover_dir(
+    directory: Path,
+    files: list[Path],
+    study: str | None,
+    run: str | None,
+    options: _RankOptions,
+    found: Discovery,
+    seen_runs: dict[tuple[str, str], RunSource],
+) -> None:
+    manifest_path = directory / MANIFEST_NAME
+    if manifest_path.is_file():
+        try:
+            manifest = RunManifest.read(manifest_path)
+            by_file = _manifest_ranks(manifest_path, manifest)
+        except ManifestError as exc:
+            found.errors.append((str(manifest_path), exc.reason))
+            return
+        source = RunSource(manifest=manifest, path=manifest_path)
+    else:
+        manifest = RunManifest(study=study or DEFAULT_STUDY, run_id=run or directory.name)
+        by_file, source = {}, RunSource(manifest=manifest, path=None)
+    key = (manifest.study, manifest.run_id)
+    if not _add_run(source, key, seen_runs, found):
+        return
+    power = {(directory / name).absolute() for name in manifest.power.files}
+    for f in files:
+        if f in power:
+            continue
+        rank, origin = options.rank_of(f), "option"
+        if rank is None and f in by_file:
+            rank, origin = by_file[f], "manifest"
+        found.traces.append(
+            TraceJob(
+                path=f,
+                study=key[0],
+                run_id=key[1],
+                rank=rank,
+                rank_source=origin if rank is not None else None,
+            )
+        )
+    if source.path is not None:
+        _add_power(manifest, directory, found)
+
+
+def _add_run(
+    source: RunSource, key: tuple[str, str], seen: dict[tuple[str, str], RunSource], found: Discovery
+) -> bool:
+    earlier = seen.get(key)
+    if earlier is None:
+        seen[key] = source
+        found.runs.append(source)
+        return True
+    if earlier.path is not None and source.path is not None and earlier.path != source.path:
+        found.errors.append((str(source.path), f"run {key[0]}/{key[1]} is already defined by {earlier.path}"))
+        return False
+    if earlier.path is None and source.path is not None:
+        found.runs[found.runs.index(earlier)] = source
+        seen[key] = source
+    return True
+
+
+def _manifest_ranks(manifest_path: Path, manifest: RunManifest) -> dict[Path, int]:
+    ranks: dict[Path, int] = {}
+    for rank_text, name in manifest.traces.items():
+        if not str(rank_text).isdigit():
+            raise ManifestError(manifest_path, f"traces key {rank_text!r} is not a rank number")
+        ranks[(manifest_path.parent / name).absolute()] = int(rank_text)
+    return ranks
+
+
+def _add_power(manifest: RunManifest, directory: Path, found: Discovery) -> None:
+    host = manifest.hosts[0] if len(manifest.hosts) == 1 else None
+    for name in manifest.power.files:
+        path = (directory / name).absolute()
+        if not path.is_file():
+            found.errors.append((str(path), f"power log listed in {MANIFEST_NAME} does not exist"))
+            continue
+        found.power.append(PowerJob(path=path, study=manifest.study, run_id=manifest.run_id, host=host))
+
+
+class _RankOptions:
+    """`--rank FILE=N` entries, matched by path (as given or absolute) or, failing that, by file name."""
+
+    def __init__(self, ranks: Mapping[str, int], files: list[Path]) -> None:
+        self.ranks = dict(ranks)
+        self.used: set[str] = set()
+        names: dict[str, list[Path]] = {}
+        for f in files:
+            names.setdefault(f.name, []).append(f)
+        self.names = names
+
+    def rank_of(self, path: Path) -> int | None:
+        for key, rank in self.ranks.items():
+            if Path(key).absolute() == path or (key == path.name and len(self.names.get(key, [])) == 1):
+                self.used.add(key)
+                return rank
+        return None
+
+    def unused(self) -> list[tuple[str, str]]:
+        return [
+            (key, "--rank names no trace file being ingested") for key in self.ranks if key not in self.used
+        ]
+
+
+def _drop_duplicate_ranks(found: Discovery) -> None:
+    """Two files claiming one known rank of one run: both fail, each naming the other."""
+    claims: dict[tuple[str, str, int], list[TraceJob]] = {}
+    for job in found.traces:
+        if job.rank is not None:
+            claims.setdefault((job.study, job.run_id, job.rank), []).append(job)
+    bad: set[Path] = set()
+    for (study, run_id, rank), jobs in claims.items():
+        if len(jobs) < 2:
+            continue
+        for job in jobs:
+            others = ", ".join(str(o.path) for o in jobs if o is not job)
+            found.errors.append(
+                (str(job.path), f"rank {rank} of run {study}/{run_id} is also claimed by {others}")
+            )
+            bad.add(job.path)
+    found.traces = [job for job in found.traces if job.path not in bad]

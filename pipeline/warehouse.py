@@ -1,0 +1,250 @@
+"""The warehouse directory: `tracehouse.duckdb` (catalog, small tables, views) plus Parquet partitions.
+
+Layout (every key column is also stored inside each Parquet file):
+
+    DIR/tracehouse.duckdb
+    DIR/parquet/<table>/_empty.parquet                     schema only, see `write_empty_partitions`
+    DIR/parquet/<table>/study=S/run_id=R/rank=N/<hash>.parquet    one file per rank trace
+    DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet     one file per power log
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from urllib.parse import quote
+
+import duckdb
+import polars as pl
+from tracehouse.pipeline import schema
+from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
+
+DB_NAME = "tracehouse.duckdb"
+PARQUET_DIR = "parquet"
+EMPTY_NAME = "_empty.parquet"
+
+_TRACE_KEYS: dict[str, pl.DataType] = {**schema.RUN_KEYS, "content_hash": pl.String}
+_POWER_KEYS: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, "content_hash": pl.String}
+
+# Parquet folder name -> the full column list stored in its files (keys first).
+PARQUET_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "events": {**_TRACE_KEYS, **schema.EVENTS},
+    "steps": {**_TRACE_KEYS, **schema.STEPS},
+    "collectives": {**_TRACE_KEYS, **schema.COLLECTIVES},
+    "threads": {**_TRACE_KEYS, **schema.THREADS},
+    "process_groups": {**_TRACE_KEYS, **schema.PROCESS_GROUPS},
+    "power_samples": {**_POWER_KEYS, **schema.POWER_SAMPLES},
+}
+TRACE_TABLES = ("events", "steps", "collectives", "threads", "process_groups")
+
+
+def db_path(warehouse_dir: Path) -> Path:
+    """The DuckDB file of a warehouse directory."""
+    return Path(warehouse_dir) / DB_NAME
+
+
+def partition_file(table: str, *, study: str, run_id: str, rank: int | None, content_hash: str) -> str:
+    """The Parquet file of one source file's rows of one table, relative to the warehouse."""
+    parts = [PARQUET_DIR, table, f"study={quote(study, safe='')}", f"run_id={quote(run_id, safe='')}"]
+    if rank is not None:
+        parts.append(f"rank={rank}")
+    return "/".join([*parts, f"{content_hash}.parquet"])
+
+
+def write_empty_partitions(warehouse_dir: Path) -> None:
+    """Write one schema-only Parquet file per table.
+
+    DuckDB's `read_parquet` fails when its glob matches no file, so a fresh warehouse's views
+    would be unusable; a zero-row file with the full schema keeps every glob non-empty and
+    fixes the column types even before the first ingest.
+    """
+    for table, columns in PARQUET_TABLES.items():
+        target = Path(warehouse_dir) / PARQUET_DIR / table / EMPTY_NAME
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(EMPTY_NAME + ".tmp")
+            schema.empty_frame(columns).write_parquet(tmp)
+            tmp.replace(target)
+
+
+def connect(warehouse_dir: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open an existing warehouse's DuckDB file, resolving the views' relative paths against it."""
+    path = db_path(warehouse_dir)
+    if not path.is_file():
+        raise WarehouseError(
+            f"{warehouse_dir}: no warehouse here (no {DB_NAME}); create one with tracehouse ingest"
+        )
+    try:
+        connection = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{path}: cannot open: {' '.join(str(exc).split())}") from exc
+    connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
+    return connection
+
+
+def create_warehouse(warehouse_dir: Path) -> Path:
+    """Create (or complete) a warehouse directory with its raw tables and views; return its path."""
+    warehouse_dir = Path(warehouse_dir)
+    if warehouse_dir.exists() and not warehouse_dir.is_dir():
+        raise WarehouseError(f"{warehouse_dir}: exists and is not a directory")
+    warehouse_dir.mkdir(parents=True, exist_ok=True)
+    write_empty_partitions(warehouse_dir)
+    if not db_path(warehouse_dir).exists():
+        duckdb.connect(str(db_path(warehouse_dir))).close()
+    with connect(warehouse_dir) as connection:
+        create_raw_relations(connection)
+    return warehouse_dir
+
+
+def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) -> list[str]:
+    """(Re)create every relation of the packaged sql tree on a read-write connection.
+
+    Skipped when the catalog already holds them all, built from the same SQL text: binding
+    the analysis views takes about a second, which would dominate small ingests.
+    """
+    files = load_sql_files()
+    digest = sql_digest(files)
+    if not force and not missing_relations(connection) and _meta(connection, "sql_digest") == digest:
+        return []
+    names = create_relations(connection, files)
+    connection.execute("INSERT OR REPLACE INTO warehouse_meta VALUES ('sql_digest', ?)", [digest])
+    return names
+
+
+def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create the raw layer only (tables ingest writes to); cheap, safe to repeat."""
+    return create_relations(connection, [f for f in load_sql_files() if f.layer == RAW_LAYER])
+
+
+def sql_digest(files: list[SqlFile]) -> str:
+    """A digest of every SQL file's name and text."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.label):
+        digest.update(f"{f.label}\0{f.text}\0".encode())
+    return digest.hexdigest()
+
+
+def _meta(connection: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    rows = connection.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()
+    return rows[0][0] if rows else None
+
+
+def missing_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """Relations defined by the packaged sql tree that the catalog does not hold."""
+    present = {
+        row[0] for row in connection.sql("SELECT table_name FROM information_schema.tables").fetchall()
+    }
+    return sorted(f.name for f in load_sql_files() if f.name not in present)
+
+
+def views_are_current(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether every relation exists and was built from the installed SQL text."""
+    if missing_relations(connection):
+        return False
+    return _meta(connection, "sql_digest") == sql_digest(load_sql_files())
+
+
+def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection, after (re)creating the views first if some are missing or stale."""
+    connection = connect(warehouse_dir, read_only=True)
+    if views_are_current(connection):
+        return connection
+    connection.close()
+    write_empty_partitions(Path(warehouse_dir))
+    with connect(warehouse_dir) as writable:
+        create_raw_relations(writable)
+        create_views(writable, force=True)
+    return connect(warehouse_dir, read_only=True)
+
+
+# ---- the catalog: registering files, errors and runs (driver side, one transaction each) ----
+
+
+def registered_hashes(connection: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """Content hashes of every registered trace and power log."""
+    rows = connection.sql("SELECT content_hash FROM traces UNION ALL SELECT content_hash FROM power_files")
+    return frozenset(row[0] for row in rows.fetchall())
+
+
+def register_file(
+    connection: duckdb.DuckDBPyConnection, table: str, row: dict, files: list[tuple[str, str, int]]
+) -> None:
+    """Register one source file (its `traces` or `power_files` row and its partitions) atomically."""
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        for table_name, path, n_rows in files:
+            connection.execute(
+                "INSERT INTO parquet_files (table_name, path, n_rows, content_hash) VALUES (?, ?, ?, ?)",
+                [table_name, path, n_rows, row["content_hash"]],
+            )
+        connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
+        connection.execute("DELETE FROM ingest_errors WHERE content_hash = ?", [row["content_hash"]])
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, content_hash: str) -> None:
+    """Remove a registered trace and delete its Parquet files."""
+    paths = connection.execute(
+        "SELECT path FROM parquet_files WHERE content_hash = ?", [content_hash]
+    ).fetchall()
+    connection.execute("BEGIN TRANSACTION")
+    connection.execute("DELETE FROM parquet_files WHERE content_hash = ?", [content_hash])
+    connection.execute("DELETE FROM traces WHERE content_hash = ?", [content_hash])
+    connection.execute("COMMIT")
+    for (path,) in paths:
+        (Path(warehouse_dir) / path).unlink(missing_ok=True)
+
+
+def record_error(
+    connection: duckdb.DuckDBPyConnection, path: str, content_hash: str | None, reason: str
+) -> None:
+    """Record one failed file in ingest_errors (one row per path, hash and reason: the latest attempt)."""
+    connection.execute("BEGIN TRANSACTION")
+    connection.execute(
+        "DELETE FROM ingest_errors WHERE path = ? AND content_hash IS NOT DISTINCT FROM ? AND reason = ?",
+        [path, content_hash, reason],
+    )
+    connection.execute(
+        'INSERT INTO ingest_errors (path, content_hash, reason, "at") VALUES (?, ?, ?, now())',
+        [path, content_hash, reason],
+    )
+    connection.execute("COMMIT")
+
+
+def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """Insert or update a run_manifests row; a command-line stub never replaces a manifest file's row."""
+    existing = connection.execute(
+        "SELECT origin, manifest_hash FROM run_manifests WHERE study = ? AND run_id = ?",
+        [row["study"], row["run_id"]],
+    ).fetchall()
+    if existing and (row["origin"] != "file" or existing[0][1] == row["manifest_hash"]):
+        return
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    connection.execute("BEGIN TRANSACTION")
+    connection.execute(
+        "DELETE FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
+    )
+    connection.execute(f"INSERT INTO run_manifests ({columns}) VALUES ({marks})", list(row.values()))
+    connection.execute("COMMIT")
+
+
+def clean_orphans(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) -> list[str]:
+    """Delete temporary and unregistered Parquet files an interrupted ingest left; return their paths."""
+    root = Path(warehouse_dir)
+    known = {row[0] for row in connection.sql("SELECT path FROM parquet_files").fetchall()}
+    removed = []
+    for f in sorted((root / PARQUET_DIR).rglob("*")):
+        if not f.is_file() or f.name == EMPTY_NAME:
+            continue
+        relative = f.relative_to(root).as_posix()
+        if relative not in known:
+            f.unlink(missing_ok=True)
+            removed.append(relative)
+    return removed

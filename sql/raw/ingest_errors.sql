@@ -1,0 +1,7 @@
+-- One row per file that could not be ingested (latest attempt per path, hash and reason).
+CREATE TABLE IF NOT EXISTS ingest_errors (
+    path VARCHAR NOT NULL,
+    content_hash VARCHAR,  -- NULL when the file could not be read at all
+    reason VARCHAR NOT NULL,  -- one line
+    "at" TIMESTAMPTZ NOT NULL  -- quoted: AT is a keyword
+);

@@ -1,0 +1,29 @@
+-- One row per ingested rank trace. Registering this row (together with the file's rows in
+-- parquet_files, in one transaction) is what makes the file's Parquet partitions visible.
+CREATE TABLE IF NOT EXISTS traces (
+    content_hash VARCHAR PRIMARY KEY,  -- sha256 of the file's bytes
+    study VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    rank INTEGER NOT NULL,
+    rank_source VARCHAR NOT NULL,  -- distributedInfo | manifest | option
+    path VARCHAR NOT NULL,  -- absolute path at ingest time
+    size_bytes BIGINT NOT NULL,
+    n_events BIGINT NOT NULL,
+    n_steps BIGINT NOT NULL,
+    n_collectives BIGINT NOT NULL,
+    host VARCHAR,
+    backend VARCHAR,
+    world_size INTEGER,
+    device_name VARCHAR,  -- first of device_names
+    device_names VARCHAR,  -- JSON array of deviceProperties names
+    base_time_ns BIGINT,
+    ts_origin VARCHAR,  -- relative-base | absolute-epoch
+    layout VARCHAR,  -- object | bare-array
+    schema_version INTEGER,
+    negative_dur_events BIGINT,  -- events with dur < 0, dropped by the parser
+    first_ts_unix_ns BIGINT,  -- earliest event start
+    last_ts_unix_ns BIGINT,  -- latest event end
+    distributed_info_json VARCHAR,
+    ingested_at TIMESTAMPTZ NOT NULL,
+    UNIQUE (study, run_id, rank)
+);

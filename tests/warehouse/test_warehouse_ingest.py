@@ -1,0 +1,188 @@
+"""Ingest into a warehouse: keys inside Parquet, idempotency, ranks, manifests, power logs, orphans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from conftest import shared_path
+from tracehouse.pipeline.cli import main
+from tracehouse.pipeline.ingest import hash_file, ingest
+from tracehouse.pipeline.manifest import PowerCapture, RunManifest
+from tracehouse.pipeline.warehouse import connect
+from wh_helpers import BASE_NS, checksums, count, write_trace
+
+
+def two_ranks(folder: Path) -> list[Path]:
+    return [write_trace(folder / "r0.json", rank=0), write_trace(folder / "r1.json.gz", rank=1, n_kernels=5)]
+
+
+def test_two_ranks_land_with_keys_inside_every_parquet_file(tmp_path):
+    traces = two_ranks(tmp_path / "run_a")
+    summary = ingest([tmp_path / "run_a"], tmp_path / "wh")
+    # 1 ProfilerStep + n launches + n kernels per rank: 7 and 11 events.
+    assert (summary.loaded, summary.skipped, summary.failed, summary.events) == (2, 0, [], 18)
+    wh = tmp_path / "wh"
+    assert count(wh, "events") == 18 and count(wh, "steps") == 2
+    files = sorted((wh / "parquet" / "events").rglob("*.parquet"))
+    real = [p for p in files if p.name != "_empty.parquet"]
+    assert len(real) == 2
+    frame = pl.read_parquet(real[0], hive_partitioning=False)
+    assert frame.columns[:4] == ["study", "run_id", "rank", "content_hash"]
+    assert frame["study"].unique().to_list() == ["default"] and frame["run_id"].unique().to_list() == [
+        "run_a"
+    ]
+    assert frame["content_hash"].unique().to_list() == [hash_file(traces[0])[1]]
+    assert "study=default/run_id=run_a/rank=0" in real[0].as_posix()
+    with connect(wh) as c:
+        rows = c.sql(
+            "SELECT rank, rank_source, n_events, n_steps, first_ts_unix_ns, last_ts_unix_ns, world_size "
+            "FROM traces ORDER BY rank"
+        ).fetchall()
+    # rank 0: first event at ts 0 (the step), last end = kernel 2 at 1+40+5+10 = 56 µs (step ends at 160).
+    assert rows[0] == (0, "distributedInfo", 7, 1, BASE_NS, BASE_NS + 160_000, 2)
+    assert rows[1][:4] == (1, "distributedInfo", 11, 1)
+
+
+def test_ingesting_twice_changes_nothing(tmp_path):
+    two_ranks(tmp_path / "run_a")
+    ingest([tmp_path / "run_a"], tmp_path / "wh")
+    before = checksums(tmp_path / "wh")
+    again = ingest([tmp_path / "run_a"], tmp_path / "wh")
+    assert (again.loaded, again.skipped, again.failed) == (0, 2, [])
+    assert checksums(tmp_path / "wh") == before
+
+
+def test_same_content_twice_in_one_batch_is_loaded_once(tmp_path):
+    write_trace(tmp_path / "a" / "r0.json", rank=0)
+    write_trace(tmp_path / "b" / "r0.json", rank=0)
+    summary = ingest([tmp_path / "a", tmp_path / "b"], tmp_path / "wh", study="s", run="one")
+    assert (summary.loaded, summary.skipped, summary.failed) == (1, 1, [])
+    assert count(tmp_path / "wh", "events") == 7
+
+
+def test_duplicate_ranks_fail_both_naming_each_other(tmp_path, capsys):
+    write_trace(tmp_path / "run" / "a.json", rank=0)
+    write_trace(tmp_path / "run" / "b.json", rank=0, n_kernels=4)
+    write_trace(tmp_path / "run" / "c.json", rank=1)
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")]) == 1
+    err = capsys.readouterr().err
+    a, b = str(tmp_path / "run" / "a.json"), str(tmp_path / "run" / "b.json")
+    assert f"error: {a}: rank 0 of run default/run is also claimed by {b}" in err
+    assert f"error: {b}: rank 0 of run default/run is also claimed by {a}" in err
+    assert count(tmp_path / "wh", "traces") == 1 and count(tmp_path / "wh", "events") == 7
+    assert count(tmp_path / "wh", "ingest_errors") == 2
+    assert sorted(
+        p.name for p in (tmp_path / "wh" / "parquet").rglob("*.parquet") if p.name != "_empty.parquet"
+    ) == sorted([hash_file(tmp_path / "run" / "c.json")[1] + ".parquet"] * 2)
+
+
+def test_a_new_file_for_a_rank_already_in_the_warehouse_fails(tmp_path):
+    write_trace(tmp_path / "run" / "a.json", rank=0)
+    ingest([tmp_path / "run"], tmp_path / "wh")
+    before = checksums(tmp_path / "wh")["events"]
+    write_trace(tmp_path / "run2" / "b.json", rank=0, n_kernels=2)
+    summary = ingest([tmp_path / "run2"], tmp_path / "wh", run="run")
+    assert summary.failed == [
+        (
+            str(tmp_path / "run2" / "b.json"),
+            f"rank 0 of run default/run is also claimed by {tmp_path / 'run' / 'a.json'}",
+        )
+    ]
+    assert checksums(tmp_path / "wh")["events"] == before
+
+
+def test_rank_is_never_guessed(tmp_path, capsys):
+    write_trace(tmp_path / "run" / "x.json", rank=None)
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")]) == 1
+    assert "x.json: no rank: the trace has no distributedInfo.rank" in capsys.readouterr().err
+    assert (
+        main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--rank", "x.json=3"])
+        == 0
+    )
+    with connect(tmp_path / "wh") as c:
+        assert c.sql("SELECT rank, rank_source FROM traces").fetchall() == [(3, "option")]
+        # the file now loaded: its earlier error is gone
+        assert c.sql("SELECT count(*) FROM ingest_errors").fetchall() == [(0,)]
+
+
+def test_unknown_rank_option_is_an_error(tmp_path, capsys):
+    write_trace(tmp_path / "run" / "x.json", rank=0)
+    code = main(
+        ["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--rank", "nope.json=1"]
+    )
+    assert (
+        code == 1 and "error: nope.json: --rank names no trace file being ingested" in capsys.readouterr().err
+    )
+
+
+def test_manifest_defines_run_ranks_and_power_logs(tmp_path):
+    power = shared_path("power/nvidia-smi/wrapper_8gpu_power_log.csv")
+    run = tmp_path / "sweep" / "p2"
+    write_trace(run / "rank0.json", rank=None)
+    write_trace(run / "rank1.json", rank=1)
+    RunManifest(
+        study="llama",
+        run_id="ddp-2",
+        world_size=2,
+        dp=2,
+        hosts=["node7"],
+        traces={"0": "rank0.json", "1": "rank1.json"},
+        power=PowerCapture(source="nvidia-smi", files=[str(power)]),
+    ).write(run)
+    summary = ingest([tmp_path / "sweep"], tmp_path / "wh")
+    assert (summary.loaded, summary.power_files, summary.failed) == (2, 1, [])
+    with connect(tmp_path / "wh") as c:
+        assert c.sql("SELECT study, run_id, rank, rank_source FROM traces ORDER BY rank").fetchall() == [
+            ("llama", "ddp-2", 0, "manifest"),
+            ("llama", "ddp-2", 1, "manifest"),
+        ]
+        row = c.sql("SELECT world_size, dp, origin, traces, hosts FROM run_manifests").fetchall()
+        assert row == [(2, 2, "file", json.dumps({"0": "rank0.json", "1": "rank1.json"}), '["node7"]')]
+        # 43 samples in the real 8-GPU log; host comes from the manifest's single host.
+        assert c.sql("SELECT count(*), min(host), max(host), min(run_id) FROM power_samples").fetchall() == [
+            (43, "node7", "node7", "ddp-2")
+        ]
+    assert ingest([tmp_path / "sweep"], tmp_path / "wh").skipped == 3
+
+
+def test_manifest_rank_contradicting_distributed_info_fails(tmp_path):
+    write_trace(tmp_path / "r" / "t.json", rank=1)
+    RunManifest(study="s", run_id="r", traces={"0": "t.json"}).write(tmp_path / "r")
+    summary = ingest([tmp_path / "r"], tmp_path / "wh")
+    assert summary.failed == [
+        (str(tmp_path / "r" / "t.json"), "manifest.json says rank 0 but distributedInfo.rank is 1")
+    ]
+
+
+def test_orphans_are_invisible_then_cleaned(tmp_path):
+    two_ranks(tmp_path / "run_a")
+    ingest([tmp_path / "run_a"], tmp_path / "wh")
+    before = checksums(tmp_path / "wh")
+    part = tmp_path / "wh" / "parquet" / "events" / "study=default" / "run_id=run_a" / "rank=0"
+    orphan = part / ("f" * 64 + ".parquet")
+    pl.read_parquet(next(p for p in part.glob("*.parquet")), hive_partitioning=False).with_columns(
+        content_hash=pl.lit("f" * 64)
+    ).write_parquet(orphan)
+    temp = part / ".x.parquet.tmp-1"
+    temp.write_bytes(b"half")
+    assert checksums(tmp_path / "wh") == before  # unregistered rows are not visible
+    write_trace(tmp_path / "run_b" / "r0.json", rank=0)
+    ingest([tmp_path / "run_b"], tmp_path / "wh")
+    assert not orphan.exists() and not temp.exists()
+
+
+def test_json_summary(tmp_path, capsys):
+    two_ranks(tmp_path / "run_a")
+    write_trace(tmp_path / "run_a" / "nor.json", rank=None)
+    assert main(["ingest", str(tmp_path / "run_a"), "--warehouse", str(tmp_path / "wh"), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert {k: out[k] for k in ("loaded", "skipped", "events", "power_files")} == {
+        "loaded": 2,
+        "skipped": 0,
+        "events": 18,
+        "power_files": 0,
+    }
+    assert [f["path"] for f in out["failed"]] == [str(tmp_path / "run_a" / "nor.json")]
+    assert out["seconds"] > 0

@@ -1,0 +1,56 @@
+"""SIGKILL a real ingest mid-way, re-run it: the warehouse must equal a clean ingest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tracehouse.pipeline.ingest import ingest
+from wh_helpers import checksums, count, write_trace
+
+N_FILES = 24
+
+
+def registered_partitions(wh: Path) -> int:
+    return sum(1 for p in (wh / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet")
+
+
+@pytest.mark.slow
+def test_kill_mid_ingest_then_rerun_equals_clean_ingest(tmp_path):
+    for rank in range(N_FILES):
+        write_trace(tmp_path / "run" / f"rank{rank:02d}.json", rank=rank, world_size=N_FILES, n_kernels=300)
+    killed = tmp_path / "killed"
+    command = [
+        sys.executable,
+        "-m",
+        "tracehouse.pipeline.cli",
+        "ingest",
+        str(tmp_path / "run"),
+        "--warehouse",
+        str(killed),
+        "--study",
+        "kill",
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while registered_partitions(killed) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "ingest finished before the kill; make the input larger"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # After the kill: whatever is registered is whole, and nothing else is visible.
+    loaded = count(killed, "traces")
+    assert 0 < loaded < N_FILES
+    assert count(killed, "events") == loaded * (1 + 2 * 300)
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    ingest([tmp_path / "run"], tmp_path / "clean", study="kill")
+    assert checksums(killed) == checksums(tmp_path / "clean")
+    assert count(killed, "traces") == N_FILES
+    assert not [p for p in killed.rglob("*") if ".tmp" in p.name]

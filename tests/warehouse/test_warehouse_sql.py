@@ -1,0 +1,118 @@
+"""The raw layer and the SQL runner: relations exist, match schema.py, and run in dependency order."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from tracehouse.pipeline import schema
+from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.manifest import RunManifest
+from tracehouse.pipeline.sql_runner import SqlFile, dependencies, dependency_order, load_sql_files
+from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
+
+VIEW_OF_FOLDER = {"collectives": "collectives_raw"}
+
+
+def test_fresh_warehouse_has_every_raw_relation_empty(tmp_path):
+    create_warehouse(tmp_path / "wh")
+    with open_for_query(tmp_path / "wh") as c:
+        for name in [
+            "events",
+            "steps",
+            "collectives_raw",
+            "threads",
+            "process_groups",
+            "power_samples",
+            "traces",
+            "run_manifests",
+            "ingest_errors",
+            "power_files",
+            "parquet_files",
+        ]:
+            assert c.sql(f"SELECT count(*) FROM {name}").fetchall() == [(0,)]
+
+
+def test_parquet_views_have_exactly_the_schema_columns_and_types(tmp_path):
+    create_warehouse(tmp_path / "wh")
+    with open_for_query(tmp_path / "wh") as c:
+        for folder, columns in PARQUET_TABLES.items():
+            view = VIEW_OF_FOLDER.get(folder, folder)
+            described = [(r[0], r[1]) for r in c.sql(f"DESCRIBE {view}").fetchall()]
+            assert [name for name, _ in described] == list(columns), view
+        types = dict((r[0], r[1]) for r in c.sql("DESCRIBE events").fetchall())
+        assert types["ts_unix_ns"] == "BIGINT" and types["rank"] == "INTEGER"
+        assert dict((r[0], r[1]) for r in c.sql("DESCRIBE process_groups").fetchall())["ranks"] == "INTEGER[]"
+
+
+def test_ingest_errors_matches_schema_and_run_manifests_holds_every_manifest_field(tmp_path):
+    create_warehouse(tmp_path / "wh")
+    with open_for_query(tmp_path / "wh") as c:
+        errors = [r[0] for r in c.sql("DESCRIBE ingest_errors").fetchall()]
+        manifests = {r[0] for r in c.sql("DESCRIBE run_manifests").fetchall()}
+    assert errors == list(schema.INGEST_ERRORS)
+    assert {f.name for f in dataclasses.fields(RunManifest)} <= manifests
+
+
+def test_creating_twice_keeps_rows(tmp_path):
+    create_warehouse(tmp_path / "wh")
+    with connect(tmp_path / "wh") as c:
+        c.execute("INSERT INTO ingest_errors VALUES ('x.json', NULL, 'bad', now())")
+    create_warehouse(tmp_path / "wh")
+    with open_for_query(tmp_path / "wh") as c:
+        assert c.sql("SELECT path, reason FROM ingest_errors").fetchall() == [("x.json", "bad")]
+
+
+def test_views_are_recreated_when_missing_on_query(tmp_path):
+    create_warehouse(tmp_path / "wh")
+    with connect(tmp_path / "wh") as c:
+        c.execute("DROP VIEW events")
+    with open_for_query(tmp_path / "wh") as c:
+        assert c.sql("SELECT count(*) FROM events").fetchall() == [(0,)]
+
+
+def f(name: str, text: str, layer: str = "views") -> SqlFile:
+    return SqlFile(name=name, layer=layer, text=text)
+
+
+def test_dependencies_are_whole_words_outside_comments_and_strings():
+    file = f(
+        "b", "-- reads a_old and c\nCREATE VIEW b AS SELECT * FROM a JOIN read_parquet('c/**') USING (ab)"
+    )
+    assert dependencies(file, {"a", "b", "c", "ab", "a_old"}) == {"a", "ab"}
+
+
+def test_order_puts_dependencies_first_and_raw_layer_first():
+    files = [
+        f("z_view", "select * from a_view"),
+        f("a_view", "select * from t2"),
+        f("t2", "create table t2 (x int)", "raw"),
+        f("t1", "create table t1 (x int)", "raw"),
+    ]
+    assert [x.name for x in dependency_order(files)] == ["t1", "t2", "a_view", "z_view"]
+
+
+def test_cycle_is_a_clear_error():
+    with pytest.raises(WarehouseError, match="cycle: a, b"):
+        dependency_order([f("a", "select * from b"), f("b", "select * from a"), f("c", "select 1")])
+
+
+def test_packaged_tree_orders_without_cycle_and_only_runs_sql_files():
+    files = load_sql_files()
+    names = [x.name for x in dependency_order(files)]
+    assert len(names) == len(set(names))
+    raw = [x.name for x in files if x.layer == "raw"]
+    assert set(names[: len(raw)]) == set(raw)
+    assert set(raw) >= {
+        "events",
+        "steps",
+        "collectives_raw",
+        "threads",
+        "process_groups",
+        "power_samples",
+        "traces",
+        "run_manifests",
+        "ingest_errors",
+        "power_files",
+    }
+    assert not any(x.name.endswith(".contract") for x in files)
