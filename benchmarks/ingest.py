@@ -1,0 +1,140 @@
+"""Parse speed and memory: tracehouse `parse_trace` vs Holistic Trace Analysis, one core each.
+
+Each measurement runs in a fresh subprocess pinned to one CPU; peak RSS is the child's
+`ru_maxrss`; seconds exclude imports. HTA loads a directory holding a symlink to the one
+trace (it wants a folder of rank traces).
+
+    .venv/bin/python benchmarks/ingest.py [TRACE ...]      # default: real traces from ../shared/data
+    .venv/bin/python benchmarks/ingest.py --big [--big-path /tmp/tracehouse_big_trace.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+DEFAULT_TRACES = [
+    "hta/nccl_parser_config_rank0.json.gz",
+    "hta/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "hta/pair_sampled_rank-0.json.gz",
+    "tracelens/mi300_ddp_rank0_of8.json.gz",
+    "tracelens/b200_vllm_eager_rank0_of8.json.gz",
+    "param/resnet_rtx2080ti.json.gz",
+]
+
+_PRELUDE = """
+import json, os, resource, sys, time
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+"""
+_TRACEHOUSE = (
+    _PRELUDE
+    + """
+from tracehouse.pipeline.parsers.kineto import parse_trace
+t = time.perf_counter()
+parsed = parse_trace(sys.argv[1])
+seconds = time.perf_counter() - t
+print(json.dumps({"events": parsed.events.height, "seconds": seconds,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+)
+_HTA = (
+    _PRELUDE
+    + """
+import logging
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+t = time.perf_counter()
+TraceAnalysis(trace_dir=sys.argv[1])
+seconds = time.perf_counter() - t
+print(json.dumps({"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+)
+
+
+def child(code: str, arg: str) -> dict:
+    """Run code in a fresh interpreter; its last stdout line is a JSON result."""
+    done = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1][:80]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def uncompressed_mb(path: Path) -> float:
+    """Size of the JSON text in MB (gunzipped when needed)."""
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    if not gz:
+        return path.stat().st_size / 1e6
+    with gzip.open(path, "rb") as f:
+        return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 24), b"")) / 1e6
+
+
+def hta_run(path: Path) -> dict:
+    """HTA's TraceAnalysis load of a directory holding only this trace."""
+    with tempfile.TemporaryDirectory() as tmp:
+        name = path.name if path.name.endswith((".json", ".json.gz")) else path.name + ".json"
+        (Path(tmp) / name).symlink_to(path.resolve())
+        return child(_HTA, tmp)
+
+
+def row(label: str, events: int, mb: float, result: dict) -> str:
+    if "error" in result:
+        return f"{label:<11}{'':>9}{mb:>9.1f}  error: {result['error']}"
+    s = result["seconds"]
+    return (
+        f"{label:<11}{events:>9}{mb:>9.1f}{s:>9.2f}{events / s:>12,.0f}{mb / s:>9.1f}{result['rss_mb']:>9.0f}"
+    )
+
+
+def compare(paths: list[Path]) -> None:
+    """Print the tracehouse vs HTA table."""
+    print(f"{'parser':<11}{'events':>9}{'MB':>9}{'s':>9}{'events/s':>12}{'MB/s':>9}{'RSS MB':>9}")
+    ratios = []
+    for path in paths:
+        mb = uncompressed_mb(path)
+        ours, theirs = child(_TRACEHOUSE, str(path)), hta_run(path)
+        events = ours.get("events", 0)
+        print(f"-- {path.name}")
+        print(row("tracehouse", events, mb, ours))
+        print(row("HTA", events, mb, theirs))
+        if "error" not in ours and "error" not in theirs:
+            ratios.append(theirs["seconds"] / ours["seconds"])
+            print(
+                f"   speed ratio tracehouse/HTA: {ratios[-1]:.1f}x   RSS ratio: "
+                f"{ours['rss_mb'] / theirs['rss_mb']:.2f}"
+            )
+    if ratios:
+        print(f"median speed ratio over {len(ratios)} traces: {sorted(ratios)[len(ratios) // 2]:.1f}x")
+
+
+def big(path: Path) -> None:
+    """The 1 GB trace through parse_trace only: speed and RSS against the file size."""
+    mb = uncompressed_mb(path)
+    ours = child(_TRACEHOUSE, str(path))
+    print(f"{'parser':<11}{'events':>9}{'MB':>9}{'s':>9}{'events/s':>12}{'MB/s':>9}{'RSS MB':>9}")
+    print(row("tracehouse", ours.get("events", 0), mb, ours))
+    if "error" not in ours:
+        print(f"peak RSS / file size: {ours['rss_mb'] / mb:.2f}")
+
+
+def main() -> None:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="*", type=Path)
+    parser.add_argument("--big", action="store_true", help="run only the big trace through parse_trace")
+    parser.add_argument("--big-path", type=Path, default=Path("/tmp/tracehouse_big_trace.json"))
+    args = parser.parse_args()
+    if args.big:
+        big(args.big_path)
+    else:
+        compare(args.traces or [SHARED / t for t in DEFAULT_TRACES])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Time building and materialising every public view over a >= 10 M-event warehouse.
+
+The warehouse replicates real traces from ../shared/data across ranks (Parquet written
+directly from `parse_trace` frames with rank/run changed), then each view is materialised
+with `SELECT count(*)`. Usage: python benchmarks/views.py [--events 10000000] [--dir /tmp/x]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from tracehouse.pipeline.parsers.kineto import parse_trace
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+SOURCES = ["hta/nccl_parser_config_rank0.json.gz", "tracelens/mi300_ddp_rank0_of8.json.gz",
+           "hta/pair_sampled_rank-0.json.gz"]
+VIEWS = ["step_breakdown", "rank_summary", "collectives", "collective_instances", "scale_points",
+         "step_stragglers", "collective_skew", "runs"]
+VIEWS_DIR = Path(__file__).resolve().parents[1] / "sql" / "views"
+
+
+def build_parquet(out: Path, target_events: int) -> int:
+    """Write events/steps/collectives Parquet of >= target_events rows; return the event count."""
+    parsed = [parse_trace(SHARED / rel) for rel in SOURCES]
+    per_round = sum(p.events.height for p in parsed)
+    rounds = -(-target_events // per_round)
+    tables: dict[str, list[pl.DataFrame]] = {"events": [], "steps": [], "collectives_raw": []}
+    for i in range(rounds):
+        for j, p in enumerate(parsed):
+            keys = [pl.lit("bench").alias("study"), pl.lit(f"run{j}").alias("run_id"),
+                    pl.lit(i, pl.Int32).alias("rank"), pl.lit(f"h{i}-{j}").alias("content_hash")]
+            tables["events"].append(p.events.with_columns(keys))
+            tables["steps"].append(p.steps.with_columns(keys))
+            tables["collectives_raw"].append(p.collectives.with_columns(keys))
+    for name, frames in tables.items():
+        pl.concat(frames, how="vertical_relaxed").write_parquet(out / f"{name}.parquet")
+    return rounds * per_round
+
+
+def open_warehouse(out: Path) -> duckdb.DuckDBPyConnection:
+    """Raw relations as views over the Parquet, small tables empty, then every view file."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "analysis"))
+    from analysis_rawdb import create_views, fill
+
+    con = duckdb.connect(str(out / "bench.duckdb"))
+    fill(con)  # empty traces / run_manifests / power_samples tables with the right columns
+    for name in ("events", "steps", "collectives_raw"):
+        con.execute(f"DROP TABLE IF EXISTS {name}")
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{out / name}.parquet')")
+    create_views(con)
+    return con
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        out = Path(tmp)
+        t0 = time.perf_counter()
+        n_events = build_parquet(out, args.events)
+        t1 = time.perf_counter()
+        con = open_warehouse(out)
+        t2 = time.perf_counter()
+        print(f"warehouse: {n_events:,} events, Parquet written in {t1 - t0:.1f} s; views created in {t2 - t1:.2f} s")
+        total = 0.0
+        for view in VIEWS:
+            start = time.perf_counter()
+            n = con.sql(f"SELECT count(*) FROM {view}").fetchone()[0]
+            seconds = time.perf_counter() - start
+            total += seconds
+            print(f"{view:22s} {n:>10,} rows {seconds:7.2f} s   {n_events / seconds / 1e6:7.2f} M events/s")
+        print(f"all views: {total:.1f} s, {n_events / total / 1e6:.2f} M events/s (target: < 60 s on 2 cores)")
+
+
+if __name__ == "__main__":
+    main()
