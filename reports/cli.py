@@ -7,9 +7,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracehouse.reports.build import ReportResult, build_report
+if TYPE_CHECKING:  # altair takes seconds to import: only the report commands pay for it
+    from tracehouse.reports.build import ReportResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +51,8 @@ def _print_result(result: ReportResult) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """Handler of `tracehouse report`."""
+    from tracehouse.reports.build import build_report
+
     _print_result(build_report(args.warehouse, args.output, study=args.study, png_dir=args.png))
     return 0
 
@@ -65,6 +68,8 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def _analyze_into(args: argparse.Namespace, warehouse: Path, ingest: Callable[..., Any]) -> int:
+    from tracehouse.reports.build import build_report
+
     summary = ingest(args.paths, warehouse, study=args.study, run=args.run, scheduler=args.scheduler)
     for path, reason in summary.failed:
         print(f"tracehouse analyze: could not load {path}: {reason}", file=sys.stderr)

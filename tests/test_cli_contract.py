@@ -1,0 +1,64 @@
+"""The CLI's promises: every command has help and is in the README; the thin CLI loads no heavy library."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from conftest import REPO
+from tracehouse.pipeline.cli import build_parser
+
+DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze"}
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_the_design_cards_commands_exist() -> None:
+    assert set(_subcommands()) == DESIGN_COMMANDS
+
+
+def test_every_command_has_help_and_is_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text()
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {choice.dest: choice.help for choice in action._choices_actions}
+    for name in _subcommands():
+        assert helps.get(name), f"`tracehouse {name}` has no help text"
+        assert f"tracehouse {name}" in readme, f"`tracehouse {name}` is not documented in README.md"
+
+
+def test_building_the_cli_imports_neither_torch_nor_altair() -> None:
+    # `tracehouse query` must start fast, and pipeline/ must never depend on torch.
+    code = (
+        "import sys; from tracehouse.pipeline.cli import build_parser; build_parser(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'altair', 'vl_convert'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_pipeline_and_reports_never_import_torch() -> None:
+    offenders = [
+        str(path.relative_to(REPO))
+        for folder in ("pipeline", "reports")
+        for path in (REPO / folder).rglob("*.py")
+        if any(
+            line.strip().startswith(("import torch", "from torch"))
+            for line in path.read_text().splitlines()
+        )
+    ]
+    assert offenders == []
+
+
+def test_a_library_error_is_one_line_and_exit_status_2(tmp_path, capsys) -> None:
+    from tracehouse.pipeline.cli import main
+
+    code = main(["query", "select 1", "--warehouse", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "nowhere" in err
