@@ -26,12 +26,17 @@ LABEL_FIELDS: dict[str, pl.DataType] = {
 }
 
 
-def format_label(
-    *, op: str, pg: str, pg_desc: str, seq: int, bytes: int, dtype: str, group_size: int
-) -> str:
+def format_label(*, op: str, pg: str, pg_desc: str, seq: int, bytes: int, dtype: str, group_size: int) -> str:
     """The record_function name for one collective."""
-    values = {"op": op, "pg": pg, "pg_desc": pg_desc, "seq": seq, "bytes": bytes,
-              "dtype": dtype, "group_size": group_size}
+    values = {
+        "op": op,
+        "pg": pg,
+        "pg_desc": pg_desc,
+        "seq": seq,
+        "bytes": bytes,
+        "dtype": dtype,
+        "group_size": group_size,
+    }
     for key, value in values.items():
         if "|" in str(value) or "=" in str(value):
             raise ValueError(f"label field {key}={value!r} may not contain '|' or '='")

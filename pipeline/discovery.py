@@ -65,6 +65,11 @@ def is_trace_name(path: Path) -> bool:
     return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)
 
 
+def rank_claim_reason(study: str, run_id: str, rank: int, others: str) -> str:
+    """The one-line reason a file fails when other files claim the same rank of its run."""
+    return f"rank {rank} of run {study}/{run_id} is also claimed by {others}"
+
+
 def parse_rank_options(values: Iterable[str]) -> dict[str, int]:
     """`FILE=N` strings into a mapping; raises ValueError naming the bad one."""
     ranks: dict[str, int] = {}
@@ -137,7 +142,7 @@ def _discover_dir(
     key = (manifest.study, manifest.run_id)
     if not _add_run(source, key, seen_runs, found):
         return
-    power = {(directory / name).absolute() for name in manifest.power.files}
+    power = set(_power_paths(manifest, directory))
     for f in files:
         if f in power:
             continue
@@ -185,12 +190,16 @@ def _manifest_ranks(manifest_path: Path, manifest: RunManifest) -> dict[Path, in
 
 def _add_power(manifest: RunManifest, directory: Path, found: Discovery) -> None:
     host = manifest.hosts[0] if len(manifest.hosts) == 1 else None
-    for name in manifest.power.files:
-        path = (directory / name).absolute()
+    for path in _power_paths(manifest, directory):
         if not path.is_file():
             found.errors.append((str(path), f"power log listed in {MANIFEST_NAME} does not exist"))
             continue
         found.power.append(PowerJob(path=path, study=manifest.study, run_id=manifest.run_id, host=host))
+
+
+def _power_paths(manifest: RunManifest, directory: Path) -> list[Path]:
+    """The absolute paths of the power logs a manifest lists."""
+    return [(directory / name).absolute() for name in manifest.power.files]
 
 
 class _RankOptions:
@@ -229,8 +238,6 @@ def _drop_duplicate_ranks(found: Discovery) -> None:
             continue
         for job in jobs:
             others = ", ".join(str(o.path) for o in jobs if o is not job)
-            found.errors.append(
-                (str(job.path), f"rank {rank} of run {study}/{run_id} is also claimed by {others}")
-            )
+            found.errors.append((str(job.path), rank_claim_reason(study, run_id, rank, others)))
             bad.add(job.path)
     found.traces = [job for job in found.traces if job.path not in bad]
