@@ -1,0 +1,102 @@
+"""The public views' contracts (`sql/views/**/<name>.contract.toml`) and `docs/views.md` made from them.
+
+Run `python -m tracehouse.pipeline.view_docs` to regenerate the page; a test fails when it drifts.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+VIEWS_DIR = Path(__file__).resolve().parents[1] / "sql" / "views"
+DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "views.md"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    """One documented column of a view."""
+
+    name: str
+    type: str  # DuckDB type name as DESCRIBE prints it
+    unit: str
+    doc: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Contract:
+    """What a public view promises: grain, columns with units, checks every row satisfies."""
+
+    relation: str
+    grain: str
+    description: str
+    columns: tuple[Column, ...]
+    checks: tuple[str, ...]
+    examples: tuple[tuple[str, str], ...]  # (question, SQL)
+
+
+def load_contracts(views_dir: Path = VIEWS_DIR) -> list[Contract]:
+    """Every contract under views_dir, in file-name order."""
+    return [_read(path) for path in sorted(views_dir.rglob("*.contract.toml"), key=lambda p: p.name)]
+
+
+def _read(path: Path) -> Contract:
+    data = tomllib.loads(path.read_text())
+    return Contract(
+        relation=data["relation"],
+        grain=data["grain"],
+        description=data["description"],
+        columns=tuple(Column(**c) for c in data["columns"]),
+        checks=tuple(data.get("checks", [])),
+        examples=tuple((e["question"], e["sql"].strip()) for e in data.get("examples", [])),
+    )
+
+
+def render(contracts: list[Contract]) -> str:
+    """docs/views.md as text."""
+    lines = [
+        "# Public views",
+        "",
+        "Generated from `sql/views/**/*.contract.toml` by `python -m tracehouse.pipeline.view_docs`;",
+        "do not edit by hand. Every rule behind these numbers is in METHODOLOGY.md and",
+        "`docs/methodology-decisions.md`. Durations are µs (DOUBLE), instants ns since the epoch.",
+        "",
+    ]
+    for c in contracts:
+        lines += _render_one(c)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _render_one(c: Contract) -> list[str]:
+    lines = [
+        f"## `{c.relation}`",
+        "",
+        c.description,
+        "",
+        f"Grain: {c.grain}.",
+        "",
+        "| column | type | unit | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [f"| `{col.name}` | {col.type} | {col.unit} | {col.doc} |" for col in c.columns]
+    if c.checks:
+        lines += ["", "Checks (hold on every row):", ""] + [f"* `{check}`" for check in c.checks]
+    for question, sql in c.examples:
+        lines += ["", f"Example: {question}", "", "```sql", sql, "```"]
+    return [*lines, ""]
+
+
+def main() -> int:
+    """Write docs/views.md from the contracts."""
+    DOC_PATH.write_text(render(load_contracts()))
+    print(f"wrote {DOC_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+-- One row per run (a scale point): step time, throughput, MFU, scaling, breakdown shares,
+-- power and energy (METHODOLOGY "Scale-point figures").
+-- step_time_us: median over steps of the slowest rank's window (DuckDB median: the mean of the
+-- two middle values for an even count). Shares: sums over all ranks and steps of the run
+-- divided by the summed windows. Scaling efficiency is against the study's smallest world
+-- size and marginal throughput against the next smaller world size; where several runs share
+-- a world size, that size counts with its best tokens/s.
+CREATE OR REPLACE VIEW scale_points AS
+WITH slowest AS (
+    SELECT study, run_id, step, max(window_us) AS slowest_us
+    FROM step_breakdown
+    GROUP BY study, run_id, step
+),
+timed AS (
+    SELECT study, run_id, median(slowest_us) AS step_time_us, count(*) AS n_steps
+    FROM slowest
+    GROUP BY study, run_id
+),
+shares AS (
+    SELECT
+        study, run_id,
+        sum(compute_us) / sum(window_us) AS compute_frac,
+        sum(exposed_comm_us) / sum(window_us) AS exposed_comm_frac,
+        sum(other_us) / sum(window_us) AS other_frac,
+        sum(idle_us) / sum(window_us) AS idle_frac
+    FROM step_breakdown
+    GROUP BY study, run_id
+    HAVING sum(window_us) > 0
+),
+device_sources AS (
+    SELECT
+        study, run_id, host, device, source,
+        row_number() OVER (
+            PARTITION BY study, run_id, host, device
+            ORDER BY count(*) FILTER (WHERE energy_method = 'counter') DESC, count(energy_j) DESC, source
+        ) AS pick
+    FROM step_energy
+    GROUP BY study, run_id, host, device, source
+),
+step_totals AS (
+    SELECT
+        e.study, e.run_id, e.step,
+        max(e.window_us) AS window_us,
+        sum(e.energy_j) AS energy_j,
+        count(*) AS n_devices,
+        count(*) = count(e.energy_j) AS complete,
+        bool_and(e.energy_method = 'counter') AS all_counter
+    FROM step_energy AS e
+    SEMI JOIN device_sources AS d
+        ON e.study = d.study AND e.run_id = d.run_id AND e.host = d.host
+        AND e.device = d.device AND e.source = d.source AND d.pick = 1
+    GROUP BY e.study, e.run_id, e.step
+),
+energy AS (
+    SELECT
+        study, run_id,
+        avg(energy_j) AS energy_per_step_j,
+        sum(energy_j) / (sum(window_us) / 1e6) / max(n_devices) AS avg_power_w_per_device,
+        max(n_devices) AS n_power_devices,
+        CASE WHEN bool_and(all_counter) THEN 'counter' WHEN NOT bool_or(all_counter) THEN 'trapezoid'
+            ELSE 'mixed' END AS energy_method
+    FROM step_totals
+    WHERE complete AND window_us > 0
+    GROUP BY study, run_id
+),
+throughput AS (
+    SELECT
+        r.study, r.run_id, r.world_size, r.tokens_per_step, r.flops_per_token, r.peak_flops,
+        t.step_time_us, t.n_steps,
+        r.tokens_per_step / (t.step_time_us / 1e6) AS tokens_per_s
+    FROM runs AS r
+    JOIN timed AS t ON r.study = t.study AND r.run_id = t.run_id
+    WHERE t.step_time_us > 0
+),
+per_size AS (
+    SELECT study, world_size, max(tokens_per_s) AS best_tokens_per_s
+    FROM throughput
+    WHERE world_size IS NOT NULL
+    GROUP BY study, world_size
+),
+scaled AS (
+    SELECT
+        study, world_size,
+        first_value(world_size) OVER w AS base_world_size,
+        first_value(best_tokens_per_s) OVER w AS base_tokens_per_s,
+        lag(world_size) OVER w AS prev_world_size,
+        lag(best_tokens_per_s) OVER w AS prev_tokens_per_s
+    FROM per_size
+    WINDOW w AS (PARTITION BY study ORDER BY world_size)
+)
+SELECT
+    p.study, p.run_id, p.world_size, p.n_steps,
+    p.step_time_us,
+    p.tokens_per_s,
+    p.tokens_per_s / p.world_size AS tokens_per_s_per_device,
+    p.tokens_per_s / p.world_size * p.flops_per_token / p.peak_flops AS mfu,
+    (p.tokens_per_s / s.base_tokens_per_s) / (1.0 * p.world_size / s.base_world_size) AS scaling_efficiency,
+    (p.tokens_per_s - s.prev_tokens_per_s) / (p.world_size - s.prev_world_size)
+        AS marginal_tokens_per_s_per_device,
+    sh.compute_frac, sh.exposed_comm_frac, sh.other_frac, sh.idle_frac,
+    e.avg_power_w_per_device,
+    e.energy_per_step_j,
+    p.tokens_per_step / e.energy_per_step_j AS tokens_per_j,
+    e.energy_method
+FROM throughput AS p
+LEFT JOIN scaled AS s ON p.study = s.study AND p.world_size = s.world_size
+LEFT JOIN shares AS sh ON p.study = sh.study AND p.run_id = sh.run_id
+LEFT JOIN energy AS e ON p.study = e.study AND p.run_id = e.run_id;

@@ -1,0 +1,228 @@
+"""Test helper: an in-memory DuckDB holding the raw relations, built from small hand-made rows.
+
+The raw tables get exactly the columns of `tracehouse.pipeline.schema` plus the run keys, so
+the view SQL under `sql/views/` runs against them unchanged; `create_views` runs those files
+in dependency order (whole-word scan of each file's text, as the warehouse's runner does).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+from tracehouse.pipeline import schema
+
+VIEWS_DIR = Path(__file__).resolve().parents[2] / "sql" / "views"
+US = 1000  # ns per µs: hand-made tests write times in µs for readability
+
+RAW_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "events": schema.EVENTS,
+    "steps": schema.STEPS,
+    "collectives_raw": schema.COLLECTIVES,
+    "threads": schema.THREADS,
+    "process_groups": schema.PROCESS_GROUPS,
+}
+TRACES: dict[str, pl.DataType] = {
+    "study": pl.String,
+    "run_id": pl.String,
+    "rank": pl.Int32,
+    "path": pl.String,
+    "content_hash": pl.String,
+    "host": pl.String,
+    "backend": pl.String,
+    "world_size": pl.Int32,
+    "device_name": pl.String,
+}
+RUN_MANIFESTS: dict[str, pl.DataType] = {
+    "study": pl.String,
+    "run_id": pl.String,
+    "model": pl.String,
+    "model_config": pl.String,
+    "n_params": pl.Int64,
+    "flops_per_token": pl.Float64,
+    "global_batch": pl.Int64,
+    "seq_len": pl.Int64,
+    "tokens_per_step": pl.Int64,
+    "strategy": pl.String,
+    "dp": pl.Int32,
+    "tp": pl.Int32,
+    "pp": pl.Int32,
+    "world_size": pl.Int32,
+    "nodes": pl.Int32,
+    "devices_per_node": pl.Int32,
+    "device_type": pl.String,
+    "device_name": pl.String,
+    "dtype": pl.String,
+    "peak_flops": pl.Float64,
+    "status": pl.String,
+}
+POWER: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, **schema.POWER_SAMPLES}
+
+
+def ev(
+    kind: str,
+    name: str,
+    ts_us: float,
+    dur_us: float,
+    *,
+    stream: int | None = None,
+    launch_us: float | None = None,
+    pid: str = "1",
+    tid: str = "1",
+    **keys: Any,
+) -> dict:
+    """One `events` row; times in µs (converted to integer ns exactly once, here)."""
+    return {
+        "kind": kind,
+        "cat": kind,
+        "name": name,
+        "ts_unix_ns": round(ts_us * US),
+        "dur_ns": round(dur_us * US),
+        "pid": pid,
+        "tid": tid,
+        "stream": stream,
+        "launch_ts_unix_ns": None if launch_us is None else round(launch_us * US),
+        **keys,
+    }
+
+
+def kernel(
+    name: str, ts_us: float, dur_us: float, *, stream: int = 7, launch_us: float | None = None, **keys: Any
+) -> dict:
+    """A GPU kernel on a stream, launched at launch_us (None: launch not in the trace)."""
+    return ev(
+        "kernel", name, ts_us, dur_us, stream=stream, launch_us=launch_us, pid="0", tid=str(stream), **keys
+    )
+
+
+def step(n: int, ts_us: float, dur_us: float, *, pid: str = "1", tid: str = "1", **keys: Any) -> dict:
+    """One `steps` row (a ProfilerStep#n window)."""
+    return {
+        "step": n,
+        "ts_unix_ns": round(ts_us * US),
+        "dur_ns": round(dur_us * US),
+        "pid": pid,
+        "tid": tid,
+        **keys,
+    }
+
+
+def _frame(rows: list[dict], columns: dict[str, pl.DataType], defaults: dict) -> pl.DataFrame:
+    full = {**schema.RUN_KEYS, "content_hash": pl.String, **columns}
+    filled = [{**defaults, **row} for row in rows]
+    return pl.DataFrame(filled, schema=full) if filled else pl.DataFrame(schema=full)
+
+
+def raw_db(*, study: str = "s", run_id: str = "r", **tables: list[dict]) -> duckdb.DuckDBPyConnection:
+    """A connection holding the raw relations filled with the given rows, views created.
+
+    Keyword arguments: events, steps, collectives, traces, manifests, power (lists of rows).
+    """
+    con = duckdb.connect()
+    fill(con, study=study, run_id=run_id, **tables)
+    con.execute(
+        'CREATE TABLE ingest_errors (path VARCHAR, content_hash VARCHAR, reason VARCHAR, "at" TIMESTAMPTZ)'
+    )
+    create_views(con)
+    return con
+
+
+def fill(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    events: list[dict] = (),
+    steps: list[dict] = (),
+    collectives: list[dict] = (),
+    traces: list[dict] = (),
+    manifests: list[dict] = (),
+    power: list[dict] = (),
+    study: str = "s",
+    run_id: str = "r",
+) -> None:
+    """(Re)fill every raw table; views created earlier see the new rows."""
+    defaults = {"study": study, "run_id": run_id, "rank": 0, "content_hash": "h"}
+    frames = {
+        "events": list(events),
+        "steps": list(steps),
+        "collectives_raw": list(collectives),
+        "threads": [],
+        "process_groups": [],
+    }
+    for table, rows_ in frames.items():
+        register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
+    register(con, "traces", pl.DataFrame([{**defaults, **t} for t in traces], schema=TRACES))
+    man_defaults = {"study": study, "run_id": run_id, "dp": 1, "tp": 1, "pp": 1, "nodes": 1}
+    register(
+        con, "run_manifests", pl.DataFrame([{**man_defaults, **m} for m in manifests], schema=RUN_MANIFESTS)
+    )
+    register(
+        con,
+        "power_samples",
+        pl.DataFrame([{"study": study, "run_id": run_id, **p} for p in power], schema=POWER),
+    )
+
+
+def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
+    """Store a Polars frame as a DuckDB table."""
+    con.register("_frame", frame.to_arrow())
+    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _frame')
+    con.unregister("_frame")
+
+
+def view_files() -> dict[str, Path]:
+    """Every relation file under sql/views, by relation name."""
+    return {p.stem: p for p in sorted(VIEWS_DIR.rglob("*.sql"))}
+
+
+def ordered_view_files() -> list[Path]:
+    """The view files in dependency order (a file after every relation it names)."""
+    files = view_files()
+    texts = {name: _strip_comments(path.read_text()) for name, path in files.items()}
+    deps = {n: {o for o in files if o != n and re.search(rf"\b{o}\b", texts[n])} for n in files}
+    done: list[str] = []
+    while len(done) < len(files):
+        ready = [n for n in files if n not in done and deps[n] <= set(done)]
+        if not ready:
+            raise RuntimeError(f"dependency cycle among {sorted(set(files) - set(done))}")
+        done.extend(sorted(ready))
+    return [files[n] for n in done]
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Run every view file, in dependency order."""
+    for path in ordered_view_files():
+        con.execute(path.read_text())
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict]:
+    """Query result as a list of dicts."""
+    rel = con.sql(sql)
+    return [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+
+
+def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.DuckDBPyConnection:
+    """A connection over ParsedTrace frames; each item is (parsed, {study, run_id, rank})."""
+    con = raw_db()
+    for table, attr in (("events", "events"), ("steps", "steps"), ("collectives_raw", "collectives")):
+        frames = []
+        for trace, key in parsed:
+            frame = getattr(trace, attr)
+            if attr == "events" and events_hook is not None:
+                frame = events_hook(frame, trace)
+            frames.append(
+                frame.with_columns(
+                    pl.lit(key["study"]).alias("study"),
+                    pl.lit(key["run_id"]).alias("run_id"),
+                    pl.lit(key["rank"], pl.Int32).alias("rank"),
+                    pl.lit(f"{key}").alias("content_hash"),
+                )
+            )
+        register(con, table, pl.concat(frames, how="diagonal_relaxed"))
+    return con
