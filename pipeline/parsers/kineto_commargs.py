@@ -7,6 +7,8 @@ so the rare args never become full-length columns.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -15,6 +17,8 @@ import polars as pl
 
 COMM_KERNEL = r"(?i)^(nccl|rccl|hccl)|ncclkernel|nccldevkernel"
 HOST_COMM = r"^(record_param_comms$|nccl:|gloo:|c10d::|_c10d_functional::|tracehouse\.collective\|)"
+# A superset of comm_mask for the C scanner's once-per-unique-name test (comm_mask still decides).
+COMM_PREFILTER = re.compile(r"(?i)nccl|rccl|hccl|record_param_comms|gloo:|c10d|tracehouse\.collective\|")
 
 _NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
 
@@ -82,27 +86,36 @@ def _str(v: Any) -> str | None:
     return str(v) if type(v) is int else None
 
 
+def candidate_rows(names: pl.Series) -> list[int]:
+    """Positions of the events whose name can feed COLLECTIVES."""
+    rows = names.to_frame("name").select(
+        pl.int_range(pl.len()).alias("_row"), comm_mask(pl.col("name")).alias("m")
+    )
+    return rows.filter("m")["_row"].to_list()
+
+
 def comm_args_frame(xs: list[Any], raw: pl.DataFrame) -> pl.DataFrame:
     """The comm-related args of the candidate rows, keyed by `_row` (position among complete events)."""
-    rows = raw.select(pl.int_range(pl.len()).alias("_row"), comm_mask(pl.col("name")).alias("m"))
-    idx = rows.filter("m")["_row"].to_list()
-    records = []
-    for i in idx:
-        a = xs[i].args
-        records.append(
-            {
-                "_row": i,
-                "collective_name": _str(a.collective_name),
-                "in_nelems": _int(a.in_nelems),
-                "out_nelems": _int(a.out_nelems),
-                "group_size": _int(a.group_size),
-                "dtype": _str(a.dtype),
-                "pg_name": _str(a.pg_name),
-                "pg_desc": _str(a.pg_desc),
-                "seq": _int(a.seq),
-                "sequence_number": _int(a.sequence_number),
-                "numel": input_numel(_decode_raw(a.input_dims)),
-                "input_type": input_dtype(_decode_raw(a.input_type)),
-            }
-        )
+    return comm_args_rows(candidate_rows(raw["name"]), lambda i, attr: getattr(xs[i].args, attr))
+
+
+def comm_args_rows(idx: list[int], arg: Callable[[int, str], Any]) -> pl.DataFrame:
+    """COMM_ARGS rows for `idx`; `arg(row, attr)` is the decoded arg (raw JSON for Input Dims/type)."""
+    records = [
+        {
+            "_row": i,
+            "collective_name": _str(arg(i, "collective_name")),
+            "in_nelems": _int(arg(i, "in_nelems")),
+            "out_nelems": _int(arg(i, "out_nelems")),
+            "group_size": _int(arg(i, "group_size")),
+            "dtype": _str(arg(i, "dtype")),
+            "pg_name": _str(arg(i, "pg_name")),
+            "pg_desc": _str(arg(i, "pg_desc")),
+            "seq": _int(arg(i, "seq")),
+            "sequence_number": _int(arg(i, "sequence_number")),
+            "numel": input_numel(_decode_raw(arg(i, "input_dims"))),
+            "input_type": input_dtype(_decode_raw(arg(i, "input_type"))),
+        }
+        for i in idx
+    ]
     return pl.DataFrame(records, schema=COMM_ARGS)

@@ -145,7 +145,8 @@ def _decode(path: Path, data: bytes, type_: Any) -> Any:
         raise TraceFormatError(path, f"invalid JSON: {exc}") from None
 
 
-def _replaced(data: Any) -> bytes:
+def replace_invalid_utf8(data: Any) -> bytes:
+    """The text with invalid UTF-8 replaced by U+FFFD (as Python decodes it)."""
     return bytes(data).decode("utf-8", errors="replace").encode()
 
 
@@ -162,7 +163,7 @@ def decode_top(path: Path, data: bytes) -> tuple[TopLevelFields, Any, bool]:
     try:
         top, replaced = _decode(path, data, TopLevelFields), False
     except _InvalidUtf8:
-        top, replaced = _decode(path, _replaced(data), TopLevelFields), True
+        top, replaced = _decode(path, replace_invalid_utf8(data), TopLevelFields), True
     except msgspec.ValidationError as exc:
         raise TraceFormatError(path, f"not a Kineto trace: {exc}") from None
     return top, top.traceEvents, replaced
@@ -175,7 +176,7 @@ def split_events(path: Path, events: Any) -> tuple[list[msgspec.Raw], bool]:
     try:
         return _decode(path, events, list[msgspec.Raw]), False
     except _InvalidUtf8:
-        return _decode(path, _replaced(events), list[msgspec.Raw]), True
+        return _decode(path, replace_invalid_utf8(events), list[msgspec.Raw]), True
     except msgspec.ValidationError:
         raise TraceFormatError(path, "not a Kineto trace: traceEvents is not an array") from None
 
@@ -194,7 +195,7 @@ def decode_chunk(path: Path, chunk: bytes) -> tuple[list[Any], bool, bytes]:
     try:
         return _decode(path, chunk, list[Event]), False, chunk
     except _InvalidUtf8:
-        return decode_chunk(path, _replaced(chunk))
+        return decode_chunk(path, replace_invalid_utf8(chunk))
     except msgspec.ValidationError as fast_error:
         try:
             return _decode(path, chunk, list[LooseEvent]), True, chunk

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,19 @@ from tracehouse.pipeline.schema import EVENTS, KIND_BY_CATEGORY, OTHER_KIND, THR
 GPU_KINDS = ("kernel", "memcpy", "memset")
 RUNTIME_KIND = "runtime"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+NO_EVENTS = "no trace events (no complete ph=X events)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventRows:
+    """What both event paths (C scanner, msgspec batches) hand to `parse_trace`."""
+
+    raw: pl.DataFrame  # complete events: _row, cat, name, pid, tid, hot args, ts_ns/dur_ns (no base)
+    comm_args: pl.DataFrame  # kineto_commargs.COMM_ARGS, keyed by _row
+    metas: pl.DataFrame  # metadata events: kind (the event name), pid, tid, value (args.name)
+    loose: bool
+    invalid_utf8: bool
+    decoder: str  # "scan", "typed" or "loose"
 
 
 def _ints(values: list[Any]) -> pl.Series:
@@ -72,7 +86,7 @@ def raw_columns(xs: list[Any], loose: bool) -> pl.DataFrame:
 
 def check_times(path: Path, raw: pl.DataFrame) -> None:
     """Complete events must carry both `ts` and `dur`."""
-    missing = raw.filter(pl.col("ts_us").is_null() | pl.col("dur_us").is_null())
+    missing = raw.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null())
     if missing.height:
         first = missing.row(0, named=True)
         raise TraceFormatError(
@@ -86,15 +100,13 @@ def _kind(cat: pl.Expr) -> pl.Expr:
     return cat.str.to_lowercase().replace_strict(mapping, default=OTHER_KIND, return_dtype=pl.String)
 
 
-def with_unix_ns(
-    raw: pl.DataFrame, base_time_ns: int | None, ts_ns: pl.Series | None, dur_ns: pl.Series | None
-) -> pl.DataFrame:
-    """Add ts_unix_ns/dur_ns: from exact text-path columns when given, else the float path."""
-    base = base_time_ns or 0
-    ts = ts_ns.alias("ts_unix_ns") if ts_ns is not None else float_to_ns(pl.col("ts_us"))
-    dur = dur_ns.alias("dur_ns") if dur_ns is not None else float_to_ns(pl.col("dur_us"))
-    out = raw.with_columns(ts.alias("ts_unix_ns"), dur.alias("dur_ns"))
-    return out.with_columns(pl.col("ts_unix_ns") + base).drop("ts_us", "dur_us")
+def with_ns(raw: pl.DataFrame, ts_ns: pl.Series | None, dur_ns: pl.Series | None) -> pl.DataFrame:
+    """Replace ts_us/dur_us by ts_ns/dur_ns: exact text-path values where given, else the float path."""
+    ts, dur = float_to_ns(pl.col("ts_us")), float_to_ns(pl.col("dur_us"))
+    if ts_ns is not None:  # NULL in batches that took the float path
+        ts, dur = pl.coalesce(pl.lit(ts_ns), ts), pl.coalesce(pl.lit(dur_ns), dur)
+    out = raw.with_columns(ts.alias("ts_ns"), dur.alias("dur_ns"))
+    return out.drop("ts_us", "dur_us")
 
 
 def events_frame(raw: pl.DataFrame) -> pl.DataFrame:
@@ -116,17 +128,21 @@ def events_frame(raw: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def threads_frame(metas: list[Any], loose: bool) -> pl.DataFrame:
-    """One row per (pid, tid) named by `thread_name`, plus one per pid named only by `process_name`."""
-    names = _strings(list(map(attrgetter("name"), metas)), loose)
-    frame = pl.DataFrame(
+def meta_rows(metas: list[Any], loose: bool) -> pl.DataFrame:
+    """Metadata (ph M) events as kind / pid / tid / value (`args.name` when it is text)."""
+    return pl.DataFrame(
         {
-            "kind": names,
+            "kind": _strings(list(map(attrgetter("name"), metas)), loose),
             "pid": _texts(list(map(attrgetter("pid"), metas))),
             "tid": _texts(list(map(attrgetter("tid"), metas))),
             "value": _strings([e.args.meta_name for e in metas], loose=True),
         }
-    ).filter(pl.col("value").is_not_null())
+    )
+
+
+def threads_frame(metas: pl.DataFrame) -> pl.DataFrame:
+    """One row per (pid, tid) named by `thread_name`, plus one per pid named only by `process_name`."""
+    frame = metas.filter(pl.col("value").is_not_null())
     # A later thread_name renames the thread (pt_main_thread, then pt_autograd_0): last wins.
     threads = (
         frame.filter(pl.col("kind") == "thread_name")

@@ -4,8 +4,8 @@ Float path: `ns = floor(ts)·1000 + round(frac(ts)·1000)`. Splitting off the in
 keeps the float error below 0.5 ns as long as ts < 2^43 µs (≈ 101 days), which holds for
 every timestamp relative to `baseTimeNanoseconds` and for integer epoch µs (exact below 2^53).
 Absolute-epoch FLOAT timestamps (≈1.7e15 µs with 3 decimals: 19 significant digits) do not
-fit a float64; for those files the parser re-reads `ts`/`dur` as JSON text and converts the
-decimal string exactly (`text_to_ns`).
+fit a float64; a batch of events holding such a timestamp (≥ 2^43 µs and written as a JSON
+float) has its `ts`/`dur` re-read as JSON text and converted exactly (`text_to_ns`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,943 @@
+/* One-pass scanner of a Kineto `traceEvents` JSON array into columns (no per-event objects).
+
+scan(buffer, side_keys, name_filter) -> dict. Only complete (ph "X") and metadata (ph "M")
+events become rows. Per row: kind (0 = X, 1 = M); cat/name/pid/tid as int32 codes into
+lists of unique strings (pid/tid numbers become their decimal text); ts/dur as exact int64
+ns (see to_ns); stream/correlation/external_id/device as int64; nullable columns carry an
+Arrow validity bitmap. The rare args named in `side_keys` (tuple of (key bytes, decoded))
+are returned as (row, field, start, end, event) byte ranges of their raw JSON value; Python
+decodes those few. `name_filter(name) -> bool` is called once per unique event name: comm
+args are kept only for events whose name passes it.
+
+Anything the scanner does not reproduce exactly (malformed JSON, unexpected types, times
+it cannot convert exactly) raises ValueError: the caller falls back to the msgspec path.
+UTF-8 is validated only where msgspec decodes a string (so the invalid_utf8 flag matches);
+events holding invalid UTF-8 there are listed in "invalid_utf8_events".
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 1000
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+
+/* Interned strings: open addressing on a 64-bit hash; codes index `list`. */
+typedef struct {
+    uint64_t hash;
+    char *key;
+    size_t len;
+    int32_t code;
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t mask, count;
+    PyObject *list;
+    Buf pass; /* one byte per code: name_filter's answer (names only) */
+} Dict;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 29);
+}
+
+static int dict_init(Dict *d) {
+    d->mask = 255;
+    d->count = 0;
+    d->slots = calloc(d->mask + 1, sizeof(Slot));
+    d->list = PyList_New(0);
+    memset(&d->pass, 0, sizeof(Buf));
+    if (!d->slots || !d->list) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void dict_free(Dict *d) {
+    if (d->slots) {
+        for (size_t i = 0; i <= d->mask; i++) free(d->slots[i].key);
+        free(d->slots);
+    }
+    Py_XDECREF(d->list);
+    free(d->pass.p);
+}
+
+static int dict_grow(Dict *d) {
+    size_t mask = d->mask * 2 + 1;
+    Slot *slots = calloc(mask + 1, sizeof(Slot));
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i <= d->mask; i++) {
+        if (!d->slots[i].key) continue;
+        size_t j = d->slots[i].hash & mask;
+        while (slots[j].key) j = (j + 1) & mask;
+        slots[j] = d->slots[i];
+    }
+    free(d->slots);
+    d->slots = slots;
+    d->mask = mask;
+    return 0;
+}
+
+/* Code of the string s[0:n] (UTF-8, invalid bytes become U+FFFD), added when new; -1 on error. */
+static int32_t dict_code(Dict *d, const char *s, size_t n, PyObject *filter) {
+    uint64_t h = hash_bytes(s, n);
+    size_t j = h & d->mask;
+    while (d->slots[j].key) {
+        Slot *slot = &d->slots[j];
+        if (slot->hash == h && slot->len == n && memcmp(slot->key, s, n) == 0) return slot->code;
+        j = (j + 1) & d->mask;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
+    if (!text) return -1;
+    int rc = PyList_Append(d->list, text);
+    if (rc == 0 && filter) {
+        PyObject *answer = PyObject_CallOneArg(filter, text);
+        int pass = answer ? PyObject_IsTrue(answer) : -1;
+        Py_XDECREF(answer);
+        char byte = (char)pass;
+        rc = pass < 0 ? -1 : buf_put(&d->pass, &byte, 1);
+    }
+    Py_DECREF(text);
+    char *key = malloc(n ? n : 1);
+    if (rc || !key) {
+        free(key);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(key, s, n);
+    Slot *slot = &d->slots[j];
+    slot->hash = h;
+    slot->key = key;
+    slot->len = n;
+    slot->code = (int32_t)d->count++;
+    int32_t code = slot->code;
+    if (d->count * 2 > d->mask && dict_grow(d)) return -1;
+    return code;
+}
+
+enum { D_CAT, D_NAME, D_PID, D_TID, N_DICTS };
+enum { I_TS, I_DUR, I_STREAM, I_CORR, I_EXT, I_DEVICE, N_INTS };
+static const char *DICT_NAMES[N_DICTS] = {"cat", "name", "pid", "tid"};
+static const char *INT_NAMES[N_INTS] = {"ts", "dur", "stream", "correlation", "external_id", "device"};
+
+#define MAX_SIDE_KEYS 32
+
+typedef struct {
+    int64_t row, field, start, end, event;
+} Side;
+
+typedef struct {
+    const char *start, *end;
+    const char *err;
+    Dict dicts[N_DICTS];
+    Buf kind, codes[N_DICTS], ints[N_INTS], int_valid[N_INTS];
+    Buf top; /* int64 (start, end) of each top-level member other than traceEvents */
+    Buf scratch, side; /* side: Side entries */
+    PyObject *invalid_events, *name_filter;
+    Py_ssize_t n_side_keys;
+    const char *side_key[MAX_SIDE_KEYS];
+    Py_ssize_t side_len[MAX_SIDE_KEYS];
+    int side_decoded[MAX_SIDE_KEYS];
+    int64_t rows_x, rows_m, events;
+} Ctx;
+
+static int fail(Ctx *c, const char *why) {
+    if (!c->err) c->err = why;
+    return -1;
+}
+
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == ' ' && end - p >= 8) { /* indentation of pretty-printed traces: 8 at a time */
+            uint64_t w;
+            memcpy(&w, p, 8);
+            p += w == 0x2020202020202020ull ? 8 : 1;
+        } else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') p++;
+        else break;
+    }
+    return p;
+}
+
+static int hexval(unsigned char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+static int read_u4(const char *p, const char *end, unsigned *out) {
+    if (end - p < 4) return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval((unsigned char)p[i]);
+        if (h < 0) return -1;
+        v = v * 16 + (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A JSON string: p is just after the opening quote. Returns the position after the closing
+   quote (NULL on error); escapes are checked, surrogate pairs included. */
+typedef struct {
+    const char *s; /* raw content */
+    size_t n;
+    int escaped, high;
+} Str;
+
+#define HAS_ZERO(v) (((v) - 0x0101010101010101ull) & ~(v) & 0x8080808080808080ull)
+
+static const char *scan_string(Ctx *c, const char *p, Str *out) {
+    const char *end = c->end;
+    out->s = p;
+    out->escaped = out->high = 0;
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t special = HAS_ZERO(w ^ 0x2222222222222222ull) | HAS_ZERO(w ^ 0x5C5C5C5C5C5C5C5Cull) |
+                               ((w - 0x2020202020202020ull) & ~w & 0x8080808080808080ull) |
+                               (w & 0x8080808080808080ull);
+            if (special) break;
+            p += 8;
+        }
+        if (p >= end) return fail(c, "truncated string"), NULL;
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"') {
+            out->n = (size_t)(p - out->s);
+            return p + 1;
+        }
+        if (ch >= 0x80) {
+            out->high = 1;
+            p++;
+        } else if (ch < 0x20) {
+            return fail(c, "control character in string"), NULL;
+        } else if (ch == '\\') {
+            out->escaped = 1;
+            if (++p >= end) return fail(c, "truncated string"), NULL;
+            ch = (unsigned char)*p;
+            if (ch != 'u') {
+                if (!strchr("\"\\/bfnrt", ch) || ch == 0) return fail(c, "invalid escape"), NULL;
+                p++;
+                continue;
+            }
+            unsigned u;
+            if (read_u4(p + 1, end, &u)) return fail(c, "invalid \\u escape"), NULL;
+            p += 5;
+            if (u >= 0xDC00 && u <= 0xDFFF) return fail(c, "lone low surrogate"), NULL;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                unsigned lo;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_u4(p + 2, end, &lo) || lo < 0xDC00 ||
+                    lo > 0xDFFF)
+                    return fail(c, "lone high surrogate"), NULL;
+                p += 6;
+            }
+        } else {
+            p++;
+        }
+    }
+}
+
+static int put_utf8(Buf *b, unsigned cp) {
+    char out[4];
+    size_t n;
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        out[0] = (char)(0xF0 | (cp >> 18));
+        out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    return buf_put(b, out, n);
+}
+
+/* The string's text with escapes resolved (raw bytes kept), in c->scratch when escaped. */
+static int unescape(Ctx *c, Str *s, const char **text, size_t *n) {
+    if (!s->escaped) {
+        *text = s->s;
+        *n = s->n;
+        return 0;
+    }
+    Buf *b = &c->scratch;
+    b->len = 0;
+    const char *p = s->s, *end = s->s + s->n;
+    while (p < end) {
+        const char *q = memchr(p, '\\', (size_t)(end - p));
+        if (!q) q = end;
+        if (buf_put(b, p, (size_t)(q - p))) return -1;
+        if (q == end) break;
+        char ch = q[1];
+        unsigned cp;
+        p = q + 2;
+        switch (ch) {
+            case 'b': cp = '\b'; break;
+            case 'f': cp = '\f'; break;
+            case 'n': cp = '\n'; break;
+            case 'r': cp = '\r'; break;
+            case 't': cp = '\t'; break;
+            case 'u':
+                read_u4(p, end, &cp); /* validated by scan_string */
+                p += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    unsigned lo;
+                    read_u4(p + 2, end, &lo);
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    p += 6;
+                }
+                break;
+            default: cp = (unsigned char)ch; /* " \ / */
+        }
+        if (put_utf8(b, cp)) return -1;
+    }
+    *text = b->p ? b->p : "";
+    *n = b->len;
+    return 0;
+}
+
+/* Strict UTF-8 (as CPython and msgspec check it). */
+static int utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c0 = s[i];
+        if (c0 < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c0 >= 0xC2 && c0 <= 0xDF) need = 1;
+        else if (c0 >= 0xE0 && c0 <= 0xEF) {
+            need = 2;
+            if (c0 == 0xE0) lo = 0xA0;
+            if (c0 == 0xED) hi = 0x9F;
+        } else if (c0 >= 0xF0 && c0 <= 0xF4) {
+            need = 3;
+            if (c0 == 0xF0) lo = 0x90;
+            if (c0 == 0xF4) hi = 0x8F;
+        } else return 0;
+        if (n - i <= need) return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* A JSON number's parts (grammar checked). */
+typedef struct {
+    const char *s, *e; /* whole text */
+    int neg, has_exp;
+    const char *int_s;
+    size_t int_n, frac_n;
+    const char *frac_s;
+} Num;
+
+static const char *scan_number(Ctx *c, const char *p, Num *num) {
+    const char *end = c->end;
+    memset(num, 0, sizeof(*num));
+    num->s = p;
+    if (p < end && *p == '-') {
+        num->neg = 1;
+        p++;
+    }
+    num->int_s = p;
+    if (p < end && *p == '0') p++;
+    else if (p < end && *p >= '1' && *p <= '9')
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    else return fail(c, "invalid number"), NULL;
+    num->int_n = (size_t)(p - num->int_s);
+    if (p < end && *p == '.') {
+        num->frac_s = ++p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        num->frac_n = (size_t)(p - num->frac_s);
+        if (!num->frac_n) return fail(c, "invalid number"), NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        num->has_exp = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == digits) return fail(c, "invalid number"), NULL;
+    }
+    num->e = p;
+    return p;
+}
+
+static int is_int(const Num *n) { return !n->frac_s && !n->has_exp; }
+
+/* Integer value of an int Num: 1 when it fits int64, 0 when it overflows. */
+static int num_int64(const Num *n, int64_t *out) {
+    if (n->int_n > 19) return 0;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n->int_n; i++) {
+        uint64_t d = (uint64_t)(n->int_s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    uint64_t limit = n->neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    if (v > limit) return 0;
+    *out = n->neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 1;
+}
+
+#define TWO_43 (1ull << 43)
+#define TWO_53 (1ull << 53)
+
+/* µs text to ns exactly like kineto_time.text_to_ns (half away from zero at the 4th decimal).
+   Where the msgspec path would take its float path (float_to_ns) and the two rules could
+   disagree, both are computed and must agree. Returns 1 when converted, 0 when not. */
+static int to_ns(const Num *n, int is_ts, int64_t *out) {
+    if (n->has_exp || n->int_n > 16) return 0;
+    uint64_t whole = 0;
+    for (size_t i = 0; i < n->int_n; i++) whole = whole * 10 + (uint64_t)(n->int_s[i] - '0');
+    if (whole >= TWO_53) return 0;
+    int64_t milli = 0, up = 0;
+    for (size_t i = 0; i < 3; i++) milli = milli * 10 + (i < n->frac_n ? n->frac_s[i] - '0' : 0);
+    if (n->frac_n > 3) up = n->frac_s[3] >= '5';
+    int64_t exact = (int64_t)whole * 1000 + milli + up;
+    if (n->neg) exact = -exact;
+    *out = exact;
+    if (!n->frac_s) return 1;                           /* ints below 2^53: both rules exact */
+    if (n->frac_n <= 3 && whole < TWO_43) return 1;     /* float path error < 0.5 ns */
+    if (is_ts && whole >= TWO_43) return 1;             /* its batch takes the text path */
+    char text[64];
+    size_t len = (size_t)(n->e - n->s);
+    if (len >= sizeof(text)) return 0;
+    memcpy(text, n->s, len);
+    text[len] = 0;
+    double us = PyOS_string_to_double(text, NULL, NULL);
+    if (us == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    double w = floor(us); /* kineto_time.float_to_ns: Polars rounds half to even */
+    int64_t by_float = (int64_t)w * 1000 + (int64_t)nearbyint((us - w) * 1000.0);
+    return by_float == exact;
+}
+
+static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int *invalid);
+
+static const char *skip_string(Ctx *c, const char *p, int decoded, int *invalid) {
+    Str s;
+    p = scan_string(c, p, &s);
+    if (p && decoded && s.high && !utf8_valid((const unsigned char *)s.s, s.n)) *invalid = 1;
+    return p;
+}
+
+/* Skip one JSON value (p at its first byte). `decoded`: msgspec decodes it (checks UTF-8). */
+static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int *invalid) {
+    const char *end = c->end;
+    if (p >= end) return fail(c, "truncated"), NULL;
+    if (depth > MAX_DEPTH) return fail(c, "nested too deeply"), NULL;
+    char ch = *p;
+    if (ch == '"') return skip_string(c, p + 1, decoded, invalid);
+    if (ch == '{' || ch == '[') {
+        char close = ch == '{' ? '}' : ']';
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == close) return p + 1;
+        for (;;) {
+            if (ch == '{') {
+                if (p >= end || *p != '"') return fail(c, "expected a key"), NULL;
+                if (!(p = skip_string(c, p + 1, decoded, invalid))) return NULL;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
+                p = skip_ws(p + 1, end);
+            }
+            if (!(p = skip_value(c, p, decoded, depth + 1, invalid))) return NULL;
+            p = skip_ws(p, end);
+            if (p < end && *p == close) return p + 1;
+            if (p >= end || *p != ',') return fail(c, "expected ',' or a closing bracket"), NULL;
+            p = skip_ws(p + 1, end);
+        }
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        Num n;
+        return scan_number(c, p, &n);
+    }
+    static const char *literals[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t len = strlen(literals[i]);
+        if ((size_t)(end - p) >= len && memcmp(p, literals[i], len) == 0) return p + len;
+    }
+    return fail(c, "invalid JSON value"), NULL;
+}
+
+static int is_null(const char *p, const char *end) { return end - p >= 4 && memcmp(p, "null", 4) == 0; }
+
+/* What one event accumulates before it becomes a row. */
+typedef struct {
+    int ph; /* 0 other/absent, 'X', 'M' */
+    int32_t code[N_DICTS];
+    int64_t val[N_INTS];
+    int valid[N_INTS];
+    int time_bad[2];
+    int64_t ext_legacy;
+    int ext_legacy_valid, seen_args, invalid;
+    size_t side_start;
+} Event;
+
+static int key_is(const char *k, size_t n, const char *lit) { return strlen(lit) == n && memcmp(k, lit, n) == 0; }
+
+/* A dictionary string value (p at the opening quote); code -1 for JSON null when nullable. */
+static const char *read_text(Ctx *c, const char *p, int d, int nullable, Event *ev) {
+    const char *end = c->end;
+    if (nullable && is_null(p, end)) {
+        ev->code[d] = -1;
+        return p + 4;
+    }
+    if (p >= end || *p != '"') return fail(c, "expected a string"), NULL;
+    Str s;
+    const char *text;
+    size_t n;
+    if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &n)) return NULL;
+    if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
+    int32_t code = dict_code(&c->dicts[d], text, n, d == D_NAME ? c->name_filter : NULL);
+    if (code < 0) return NULL;
+    ev->code[d] = code;
+    return p;
+}
+
+/* A string pid/tid that Polars would read as a different integer text ("012", "1e3"). */
+static int numeric_looking(const char *s, size_t n) {
+    if (!n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789+-.eE", s[i]) || s[i] == 0) return 0;
+    const char *d = s[0] == '-' ? s + 1 : s;
+    size_t dn = n - (size_t)(d - s);
+    int canonical = dn > 0 && (d[0] != '0' || (dn == 1 && d == s));
+    for (size_t i = 0; canonical && i < dn; i++) canonical = d[i] >= '0' && d[i] <= '9';
+    return !canonical;
+}
+
+/* pid/tid: int (as its text), string or null. */
+static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
+    const char *end = c->end;
+    if (p < end && *p == '"') {
+        Str s;
+        const char *text;
+        size_t n;
+        if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &n)) return NULL;
+        if (numeric_looking(text, n)) return fail(c, "numeric-looking string pid/tid"), NULL;
+        if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
+        ev->code[d] = dict_code(&c->dicts[d], text, n, NULL);
+        return ev->code[d] < 0 ? NULL : p;
+    }
+    if (is_null(p, end)) {
+        ev->code[d] = -1;
+        return p + 4;
+    }
+    Num num;
+    if (!(p = scan_number(c, p, &num))) return NULL;
+    if (!is_int(&num)) return fail(c, "pid/tid is not an integer"), NULL;
+    int minus_zero = num.neg && num.int_n == 1 && num.int_s[0] == '0';
+    const char *text = minus_zero ? num.int_s : num.s;
+    ev->code[d] = dict_code(&c->dicts[d], text, (size_t)(num.e - text), NULL);
+    return ev->code[d] < 0 ? NULL : p;
+}
+
+static const char *read_time(Ctx *c, const char *p, int which, Event *ev) {
+    ev->time_bad[which] = 0;
+    ev->valid[which] = 0;
+    if (is_null(p, c->end)) return p + 4;
+    Num num;
+    if (p >= c->end || !(*p == '-' || (*p >= '0' && *p <= '9'))) return fail(c, "ts/dur is not a number"), NULL;
+    if (!(p = scan_number(c, p, &num))) return NULL;
+    ev->valid[which] = to_ns(&num, which == I_TS, &ev->val[which]);
+    ev->time_bad[which] = !ev->valid[which];
+    return p;
+}
+
+/* A hot integer arg: int64 (NULL when it overflows), null, or (stream only) a string -> NULL. */
+static const char *read_hot(Ctx *c, const char *p, int64_t *val, int *valid, int allow_str, int *invalid) {
+    const char *end = c->end;
+    *valid = 0;
+    if (is_null(p, end)) return p + 4;
+    if (allow_str && p < end && *p == '"') return skip_string(c, p + 1, 1, invalid);
+    if (p >= end || !(*p == '-' || (*p >= '0' && *p <= '9'))) return fail(c, "unexpected arg type"), NULL;
+    Num num;
+    if (!(p = scan_number(c, p, &num))) return NULL;
+    if (!is_int(&num)) return fail(c, "unexpected arg type"), NULL;
+    *valid = num_int64(&num, val);
+    return p;
+}
+
+static int side_index(Ctx *c, const char *k, size_t n) {
+    for (Py_ssize_t i = 0; i < c->n_side_keys; i++)
+        if ((size_t)c->side_len[i] == n && memcmp(c->side_key[i], k, n) == 0) return (int)i;
+    return -1;
+}
+
+static int add_side(Ctx *c, int field, const char *s, const char *e) {
+    Side entry = {-1, field, s - c->start, e - c->start, c->events};
+    return buf_put(&c->side, &entry, sizeof(entry));
+}
+
+/* A key string (p at the opening quote) resolved into (text, n); scratch may be used. */
+static const char *read_key(Ctx *c, const char *p, const char **text, size_t *n) {
+    const char *end = c->end;
+    if (p >= end || *p != '"') return fail(c, "expected a key"), NULL;
+    Str s;
+    if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, text, n)) return NULL;
+    p = skip_ws(p, end);
+    if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
+    return skip_ws(p + 1, end);
+}
+
+static const char *read_args(Ctx *c, const char *p, Event *ev) {
+    const char *end = c->end;
+    if (p >= end || *p != '{') return fail(c, "args is not an object"), NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') return p + 1;
+    for (;;) {
+        const char *k;
+        size_t n;
+        if (!(p = read_key(c, p, &k, &n))) return NULL;
+        int field = -1;
+        if (key_is(k, n, "stream")) p = read_hot(c, p, &ev->val[I_STREAM], &ev->valid[I_STREAM], 1, &ev->invalid);
+        else if (key_is(k, n, "correlation")) p = read_hot(c, p, &ev->val[I_CORR], &ev->valid[I_CORR], 0, NULL);
+        else if (key_is(k, n, "External id")) p = read_hot(c, p, &ev->val[I_EXT], &ev->valid[I_EXT], 0, NULL);
+        else if (key_is(k, n, "external id")) p = read_hot(c, p, &ev->ext_legacy, &ev->ext_legacy_valid, 0, NULL);
+        else if (key_is(k, n, "device")) p = read_hot(c, p, &ev->val[I_DEVICE], &ev->valid[I_DEVICE], 0, NULL);
+        else if ((field = side_index(c, k, n)) >= 0) {
+            const char *s = p;
+            p = skip_value(c, p, c->side_decoded[field], 0, &ev->invalid);
+            if (p && add_side(c, field, s, p)) return NULL;
+        } else p = skip_value(c, p, 0, 0, &ev->invalid);
+        if (!p) return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == '}') return p + 1;
+        if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), NULL;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+static const char *read_field(Ctx *c, const char *p, const char *k, size_t n, Event *ev) {
+    if (key_is(k, n, "ph")) {
+        if (p >= c->end || *p != '"') return fail(c, "ph is not a string"), NULL;
+        Str s;
+        const char *text;
+        size_t len;
+        if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &len)) return NULL;
+        if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
+        ev->ph = (len == 1 && (text[0] == 'X' || text[0] == 'M')) ? text[0] : 0;
+        return p;
+    }
+    if (key_is(k, n, "cat")) return read_text(c, p, D_CAT, 1, ev);
+    if (key_is(k, n, "name")) return read_text(c, p, D_NAME, 0, ev);
+    if (key_is(k, n, "pid")) return read_id(c, p, D_PID, ev);
+    if (key_is(k, n, "tid")) return read_id(c, p, D_TID, ev);
+    if (key_is(k, n, "ts")) return read_time(c, p, I_TS, ev);
+    if (key_is(k, n, "dur")) return read_time(c, p, I_DUR, ev);
+    if (key_is(k, n, "args")) {
+        if (ev->seen_args++) return fail(c, "duplicate args"), NULL;
+        return read_args(c, p, ev);
+    }
+    return skip_value(c, p, 0, 0, &ev->invalid);
+}
+
+/* Keep this event's side entries that its kind needs (field 0: metadata name; others: comm
+   args of events whose name passed name_filter), with their row index set. */
+static void keep_side(Ctx *c, Event *ev, int64_t row) {
+    Side *side = (Side *)c->side.p;
+    size_t n = c->side.len / sizeof(Side), out = ev->side_start;
+    int comm = ev->ph == 'X' && c->dicts[D_NAME].pass.p[ev->code[D_NAME]];
+    for (size_t i = ev->side_start; i < n; i++) {
+        int meta_field = side[i].field == 0;
+        if (!(ev->ph == 'M' ? meta_field : comm && !meta_field)) continue;
+        side[out] = side[i];
+        side[out++].row = row;
+    }
+    c->side.len = out * sizeof(Side);
+}
+
+static int emit(Ctx *c, Event *ev) {
+    if (ev->ph != 'X' && ev->ph != 'M') {
+        c->side.len = ev->side_start * sizeof(Side);
+        return 0;
+    }
+    if (ev->ph == 'X' && (ev->time_bad[0] || ev->time_bad[1]))
+        return fail(c, "ts/dur not exactly convertible (exponent or beyond 2^53)");
+    if (ev->code[D_NAME] == -2 && (ev->code[D_NAME] = dict_code(&c->dicts[D_NAME], "", 0, c->name_filter)) < 0)
+        return -1;
+    if (!ev->valid[I_EXT] && ev->ext_legacy_valid) {
+        ev->val[I_EXT] = ev->ext_legacy;
+        ev->valid[I_EXT] = 1;
+    }
+    char kind = ev->ph == 'M';
+    if (buf_put(&c->kind, &kind, 1)) return -1;
+    for (int d = 0; d < N_DICTS; d++) {
+        int32_t stored = ev->code[d] + 1; /* 0: null */
+        if (buf_put(&c->codes[d], &stored, 4)) return -1;
+    }
+    for (int i = 0; i < N_INTS; i++) {
+        int64_t v = ev->valid[i] ? ev->val[i] : 0;
+        char valid = (char)ev->valid[i];
+        if (buf_put(&c->ints[i], &v, 8) || buf_put(&c->int_valid[i], &valid, 1)) return -1;
+    }
+    keep_side(c, ev, ev->ph == 'M' ? c->rows_m++ : c->rows_x++);
+    return 0;
+}
+
+static const char *read_event(Ctx *c, const char *p) {
+    const char *end = c->end;
+    Event ev;
+    memset(&ev, 0, sizeof(ev));
+    for (int d = 0; d < N_DICTS; d++) ev.code[d] = -1;
+    ev.code[D_NAME] = -2; /* absent: "" */
+    ev.side_start = c->side.len / sizeof(Side);
+    if (p >= end || *p != '{') return fail(c, "event is not an object"), NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') p++;
+    else
+        for (;;) {
+            const char *k;
+            size_t n;
+            if (!(p = read_key(c, p, &k, &n))) return NULL;
+            char key[16]; /* read_field may reuse scratch: copy the (short) known keys */
+            if (n >= sizeof(key)) n = 0; /* longer than any key read here */
+            memcpy(key, k, n);
+            if (!(p = read_field(c, p, key, n, &ev))) return NULL;
+            p = skip_ws(p, end);
+            if (p < end && *p == '}') {
+                p++;
+                break;
+            }
+            if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), NULL;
+            p = skip_ws(p + 1, end);
+        }
+    if (ev.invalid) {
+        PyObject *i = PyLong_FromLongLong(c->events);
+        int rc = i ? PyList_Append(c->invalid_events, i) : -1;
+        Py_XDECREF(i);
+        if (rc) return NULL;
+    }
+    if (emit(c, &ev)) return NULL;
+    c->events++;
+    return p;
+}
+
+/* The events array at p; returns the position after it. */
+static const char *scan_array(Ctx *c, const char *p) {
+    const char *end = c->end;
+    if (p >= end || *p != '[') return fail(c, "traceEvents is not an array"), NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']') p++;
+    else
+        for (;;) {
+            if (!(p = read_event(c, p))) return NULL;
+            p = skip_ws(p, end);
+            if (p < end && *p == ']') return p + 1;
+            if (p >= end || *p != ',') return fail(c, "expected ',' or ']'"), NULL;
+            p = skip_ws(p + 1, end);
+        }
+    return p;
+}
+
+/* The top-level object: traceEvents scanned, every other member's span recorded. */
+static const char *scan_object(Ctx *c, const char *p) {
+    const char *end = c->end;
+    int seen = 0;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') return p + 1;
+    for (;;) {
+        const char *member = p, *k;
+        size_t n;
+        if (!(p = read_key(c, p, &k, &n))) return NULL;
+        if (key_is(k, n, "traceEvents")) {
+            if (seen++) return fail(c, "duplicate traceEvents"), NULL;
+            p = scan_array(c, p);
+        } else {
+            int unused = 0;
+            if ((p = skip_value(c, p, 0, 0, &unused))) {
+                int64_t span[2] = {member - c->start, p - c->start};
+                if (buf_put(&c->top, span, sizeof(span))) return NULL;
+            }
+        }
+        if (!p) return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == '}') return p + 1;
+        if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), NULL;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+static int scan_document(Ctx *c) {
+    const char *p = skip_ws(c->start, c->end);
+    if (p < c->end && *p == '{') p = scan_object(c, p);
+    else p = scan_array(c, p);
+    if (!p) return -1;
+    if (skip_ws(p, c->end) != c->end) return fail(c, "trailing data");
+    return 0;
+}
+
+static int set_bytes(PyObject *out, const char *key, Buf *b) {
+    PyObject *v = PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+    if (!v) return -1;
+    int rc = PyDict_SetItemString(out, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Side entries as (row, field, start, end, event) tuples. */
+static PyObject *side_list(Ctx *c) {
+    size_t n = c->side.len / sizeof(Side);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    Side *side = (Side *)c->side.p;
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *t = Py_BuildValue("(LLLLL)", (long long)side[i].row, (long long)side[i].field,
+                                    (long long)side[i].start, (long long)side[i].end, (long long)side[i].event);
+        if (!t) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyObject *result(Ctx *c) {
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    char key[64];
+    int rc = set_bytes(out, "kind", &c->kind);
+    for (int d = 0; d < N_DICTS && !rc; d++) {
+        rc = set_bytes(out, DICT_NAMES[d], &c->codes[d]);
+        snprintf(key, sizeof(key), "%s_values", DICT_NAMES[d]);
+        rc = rc || PyDict_SetItemString(out, key, c->dicts[d].list);
+    }
+    for (int i = 0; i < N_INTS && !rc; i++) {
+        snprintf(key, sizeof(key), "%s_valid", INT_NAMES[i]);
+        rc = set_bytes(out, INT_NAMES[i], &c->ints[i]) || set_bytes(out, key, &c->int_valid[i]);
+    }
+    PyObject *side = side_list(c);
+    rc = rc || !side || set_bytes(out, "top", &c->top) || PyDict_SetItemString(out, "side", side) ||
+         PyDict_SetItemString(out, "invalid_utf8_events", c->invalid_events);
+    Py_XDECREF(side);
+    PyObject *rows = Py_BuildValue("(LLL)", (long long)c->rows_x, (long long)c->rows_m, (long long)c->events);
+    rc = rc || !rows || PyDict_SetItemString(out, "counts", rows);
+    Py_XDECREF(rows);
+    if (rc) Py_CLEAR(out);
+    return out;
+}
+
+static void ctx_free(Ctx *c) {
+    for (int d = 0; d < N_DICTS; d++) {
+        dict_free(&c->dicts[d]);
+        free(c->codes[d].p);
+    }
+    for (int i = 0; i < N_INTS; i++) {
+        free(c->ints[i].p);
+        free(c->int_valid[i].p);
+    }
+    free(c->top.p);
+    free(c->kind.p);
+    free(c->scratch.p);
+    free(c->side.p);
+    Py_XDECREF(c->invalid_events);
+}
+
+static int read_side_keys(Ctx *c, PyObject *keys) {
+    if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) > MAX_SIDE_KEYS) {
+        PyErr_SetString(PyExc_TypeError, "side_keys must be a tuple of (bytes, bool), at most 32");
+        return -1;
+    }
+    c->n_side_keys = PyTuple_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < c->n_side_keys; i++) {
+        PyObject *item = PyTuple_GET_ITEM(keys, i);
+        char *k;
+        int decoded;
+        if (!PyArg_ParseTuple(item, "y#p", &k, &c->side_len[i], &decoded)) return -1;
+        c->side_key[i] = k;
+        c->side_decoded[i] = decoded;
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    PyObject *keys, *filter;
+    if (!PyArg_ParseTuple(args, "y*O!O:scan", &view, &PyTuple_Type, &keys, &filter)) return NULL;
+    Ctx c;
+    memset(&c, 0, sizeof(c));
+    c.start = view.buf;
+    c.end = c.start + view.len;
+    c.name_filter = filter;
+    c.invalid_events = PyList_New(0);
+    PyObject *out = NULL;
+    int ok = c.invalid_events && !read_side_keys(&c, keys);
+    for (int d = 0; d < N_DICTS && ok; d++) ok = !dict_init(&c.dicts[d]);
+    if (ok && scan_document(&c) == 0) out = result(&c);
+    else if (ok && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "%s (event %lld)", c.err ? c.err : "scan failed", (long long)c.events);
+    ctx_free(&c);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef METHODS[] = {
+    {"scan", scan, METH_VARARGS, "scan(buffer, side_keys, name_filter) -> dict of columns (see module doc)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_kineto_scan", "One-pass Kineto traceEvents scanner.",
+                                    -1, METHODS, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&MODULE); }

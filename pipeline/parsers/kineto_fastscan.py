@@ -1,0 +1,155 @@
+"""The fast path of `parse_trace`: the C scanner (`_kineto_scan`) reads the whole JSON text.
+
+One pass over the document: the traceEvents array becomes int32 codes into lists of unique
+strings, int64 columns with byte validity masks, and the byte ranges of the few rare args
+(ARG_FIELDS typed Any or Raw) that Python decodes with msgspec; the other top-level members
+come back as byte ranges, decoded here as TopLevelFields. The scanner raises ValueError on
+anything it does not reproduce exactly; `scan_trace` then returns None and the msgspec path
+(`kineto_decode` + `kineto_chunks`) runs, which also words the user-facing errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.ma  # Polars imports it on its first numpy Series: pay that at import, once
+import polars as pl
+from tracehouse.pipeline.parsers.kineto_chunks import CHUNK_EVENTS
+from tracehouse.pipeline.parsers.kineto_commargs import COMM_PREFILTER, candidate_rows, comm_args_rows
+from tracehouse.pipeline.parsers.kineto_decode import (
+    ARG_FIELDS,
+    TopLevelFields,
+    first_byte,
+    replace_invalid_utf8,
+)
+from tracehouse.pipeline.parsers.kineto_events import EventRows
+
+try:
+    from tracehouse.pipeline import _kineto_scan
+except ImportError:  # the optional extension did not compile: the msgspec path does everything
+    _kineto_scan = None
+
+# Args returned as raw JSON: the rare ones (typed Any, decoded; or Raw, kept as text). The
+# scanner converts the hot integer ones itself. Field 0 must be the metadata `name`.
+SIDE_FIELDS = sorted(
+    ((attr, key, typ) for attr, key, typ in ARG_FIELDS if typ is Any or typ is msgspec.Raw),
+    key=lambda f: f[0] != "meta_name",
+)
+_SIDE_KEYS = tuple((key.encode(), typ is Any) for _, key, typ in SIDE_FIELDS)
+_FIELD_ID = {attr: i for i, (attr, _, _) in enumerate(SIDE_FIELDS)}
+_DECODED = {attr for attr, _, typ in SIDE_FIELDS if typ is Any}
+_INTS = ("stream", "device", "correlation", "external_id")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scanned:
+    """A whole trace read by the scanner."""
+
+    fields: TopLevelFields
+    bare_array: bool
+    rows: EventRows
+
+
+def available() -> bool:
+    """True when the C scanner extension is importable."""
+    return _kineto_scan is not None
+
+
+def scan_trace(data: bytes) -> Scanned | None:
+    """The trace through the C scanner, or None when it is missing or declines the input."""
+    if _kineto_scan is None:
+        return None
+    try:
+        cols = _kineto_scan.scan(data, _SIDE_KEYS, COMM_PREFILTER.search)
+    except ValueError:
+        return None
+    fields = _top_fields(data, cols["top"])
+    if fields is None:
+        return None
+    return Scanned(fields=fields, bare_array=first_byte(data) == b"[", rows=_rows(data, cols))
+
+
+def _top_fields(data: bytes, spans: bytes) -> TopLevelFields | None:
+    """The top-level members other than traceEvents, decoded as the msgspec path does; None if odd."""
+    view = memoryview(data)
+    offsets = np.frombuffer(spans, np.int64).reshape(-1, 2)
+    text = b"{" + b",".join(view[s:e] for s, e in offsets) + b"}"
+    try:
+        return msgspec.json.decode(text, type=TopLevelFields)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # invalid UTF-8 (replaced over the whole file) or not a trace: the msgspec path
+
+
+def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
+    """EventRows from the scanner's columns."""
+    flagged = {e // CHUNK_EVENTS for e in cols["invalid_utf8_events"]}
+    side = _side_texts(data, cols["side"], flagged)
+    frame = _frame(cols)
+    xs = frame.filter(pl.col("kind") == 0).drop("kind")
+    xs = xs.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"))
+    metas = frame.filter(pl.col("kind") == 1).select(pl.col("name").alias("kind"), "pid", "tid")
+    return EventRows(
+        raw=xs,
+        comm_args=comm_args_rows(candidate_rows(xs["name"]), lambda i, attr: _arg(side, i, attr)),
+        metas=metas.with_columns(_meta_values(side, metas.height)),
+        loose=False,
+        invalid_utf8=bool(flagged),
+        decoder="scan",
+    )
+
+
+def _strings(cols: dict[str, Any], name: str) -> pl.Series:
+    """Codes (0: null, else 1 + index) over the unique strings."""
+    values = pl.Series(name, [None, *cols[f"{name}_values"]], dtype=pl.String)
+    return values.gather(pl.Series(np.frombuffer(cols[name], np.int32)))
+
+
+def _frame(cols: dict[str, Any]) -> pl.DataFrame:
+    """Every scanned row (kind 0: complete event, 1: metadata event)."""
+    ints = {c: np.frombuffer(cols[c], np.int64) for c in ("ts", "dur", *_INTS)}
+    valid = {f"{c}_valid": np.frombuffer(cols[f"{c}_valid"], np.bool_) for c in ints}
+    frame = pl.DataFrame(
+        {
+            "kind": np.frombuffer(cols["kind"], np.uint8),
+            "cat": _strings(cols, "cat"),
+            "name": _strings(cols, "name"),
+            "pid": _strings(cols, "pid"),
+            "tid": _strings(cols, "tid"),
+            **ints,
+            **valid,
+        }
+    )
+    nullable = [pl.when(pl.col(f"{c}_valid")).then(pl.col(c)).alias(c) for c in ints]
+    out = frame.select("kind", "cat", "name", "pid", "tid", *nullable)
+    return out.rename({"ts": "ts_ns", "dur": "dur_ns"})
+
+
+def _side_texts(data: bytes, side: list[tuple[int, ...]], flagged: set[int]) -> dict[tuple[int, int], bytes]:
+    """(row, field) -> the arg's raw JSON text; the last one wins, as in msgspec.
+
+    The msgspec path replaces invalid UTF-8 in a whole batch of events when one of its decoded
+    strings is invalid; the same batches are replaced here.
+    """
+    view = memoryview(data)
+    texts = {}
+    for row, field, start, end, event in side:
+        text = bytes(view[start:end])
+        texts[row, field] = replace_invalid_utf8(text) if event // CHUNK_EVENTS in flagged else text
+    return texts
+
+
+def _arg(side: dict[tuple[int, int], bytes], row: int, attr: str) -> Any:
+    """A comm arg as the msgspec path holds it: decoded (Any) or raw JSON text (Raw)."""
+    text = side.get((row, _FIELD_ID[attr]))
+    if text is None or attr not in _DECODED:
+        return text
+    return msgspec.json.decode(text)
+
+
+def _meta_values(side: dict[tuple[int, int], bytes], n: int) -> pl.Series:
+    """args.name of each metadata row when it is text."""
+    values = [_arg(side, i, "meta_name") for i in range(n)]
+    return pl.Series("value", [v if type(v) is str else None for v in values], dtype=pl.String)
