@@ -90,21 +90,24 @@ def discover(
 ) -> Discovery:
     """Turn user paths into trace and power jobs, grouped into runs."""
     found = Discovery()
-    files = _candidate_files(paths, found)
+    files, explicit = _candidate_files(paths, found)
     by_dir: dict[Path, list[Path]] = {}
     for f in files:
         by_dir.setdefault(f.parent, []).append(f)
     options = _RankOptions(ranks or {}, files)
     seen_runs: dict[tuple[str, str], RunSource] = {}
     for directory, dir_files in sorted(by_dir.items()):
-        _discover_dir(directory, dir_files, study, run, options, found, seen_runs)
+        traces = _traces_of(directory, dir_files, explicit)
+        _discover_dir(directory, traces, study, run, options, found, seen_runs)
     found.errors.extend(options.unused())
     _drop_duplicate_ranks(found)
     return found
 
 
-def _candidate_files(paths: Iterable[str | Path], found: Discovery) -> list[Path]:
+def _candidate_files(paths: Iterable[str | Path], found: Discovery) -> tuple[list[Path], set[Path]]:
+    """(every candidate file, the ones the user named explicitly)."""
     files: dict[Path, None] = {}
+    explicit: set[Path] = set()
     for given in paths:
         path = Path(given).absolute()
         if path.is_dir():
@@ -113,9 +116,29 @@ def _candidate_files(paths: Iterable[str | Path], found: Discovery) -> list[Path
                     files.setdefault(f, None)
         elif path.is_file():
             files.setdefault(path, None)
+            explicit.add(path)
         else:
             found.errors.append((str(given), "no such file or directory"))
-    return list(files)
+    return list(files), explicit
+
+
+def _traces_of(directory: Path, files: list[Path], explicit: set[Path]) -> list[Path]:
+    """The files of one folder that are traces: all of them, unless its manifest lists its traces.
+
+    A manifest that lists its traces is authoritative: the other JSON files beside it (the
+    collector's run spec, facts, logs) are not read, unless the user named them.
+    """
+    manifest_path = directory / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return files
+    try:
+        listed = RunManifest.read(manifest_path).traces
+    except ManifestError:
+        return files  # the manifest's own error is reported once, by _discover_dir
+    if not listed:
+        return files
+    names = {(directory / name).absolute() for name in listed.values()}
+    return [f for f in files if f in names or f in explicit]
 
 
 def _discover_dir(

@@ -147,6 +147,18 @@ def test_manifest_defines_run_ranks_and_power_logs(tmp_path):
     assert ingest([tmp_path / "sweep"], tmp_path / "wh").skipped == 3
 
 
+def test_a_manifest_listing_its_traces_keeps_other_json_files_out(tmp_path):
+    run = tmp_path / "p2"
+    write_trace(run / "rank0.json", rank=0)
+    (run / "run_spec.json").write_text('{"strategy": "ddp"}')  # written by the collector, not a trace
+    RunManifest(study="s", run_id="r", traces={"0": "rank0.json"}).write(run)
+    summary = ingest([run], tmp_path / "wh")
+    assert (summary.loaded, summary.failed) == (1, [])
+    # Named explicitly, it is read (and fails as what it is).
+    summary = ingest([run / "run_spec.json"], tmp_path / "wh")
+    assert [Path(path).name for path, _ in summary.failed] == ["run_spec.json"]
+
+
 def test_manifest_rank_contradicting_distributed_info_fails(tmp_path):
     write_trace(tmp_path / "r" / "t.json", rank=1)
     RunManifest(study="s", run_id="r", traces={"0": "t.json"}).write(tmp_path / "r")
