@@ -1,0 +1,49 @@
+"""Peak dense FLOP/s per device and dtype: the denominator of MFU.
+
+Imports no torch (the report prints this table). Values are the vendors' datasheet numbers
+for dense math (no 2:4 sparsity), per device; SXM/OAM parts unless the name says otherwise.
+A CPU, or any device not listed, has no peak: MFU is then NULL rather than a guess.
+"""
+
+from __future__ import annotations
+
+# (device key, dtype) -> FLOP/s. Keys are matched against the device name in this order
+# (most specific first), case-insensitively, as substrings.
+PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "H100 PCIe": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
+    "H100": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
+    "H200": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
+    "B200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1100e12, "fp32": 80e12},  # HGX B200, 1000 W
+    "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+    "V100": {"fp16": 125e12, "fp32": 15.7e12},  # no bf16 tensor cores
+    "MI300X": {"bf16": 1307.4e12, "fp16": 1307.4e12, "tf32": 653.7e12, "fp32": 163.4e12},
+}
+SOURCE = "vendor datasheets, dense (no sparsity), per device"
+
+
+def device_key(device_name: str | None) -> str | None:
+    """The table key a device name matches, or None."""
+    if not device_name:
+        return None
+    lowered = device_name.lower()
+    for key in PEAK_FLOPS:
+        if key.lower() in lowered:
+            return key
+    return None
+
+
+def peak_flops(device_name: str | None, dtype: str | None) -> float | None:
+    """Peak dense FLOP/s of one device for dtype (bf16, fp16, tf32, fp32), or None when unknown."""
+    key = device_key(device_name)
+    if key is None or dtype is None:
+        return None
+    return PEAK_FLOPS[key].get(dtype)
+
+
+def table_rows() -> list[dict[str, object]]:
+    """The table as rows (device, dtype, peak_flops) for printing."""
+    return [
+        {"device": key, "dtype": dtype, "peak_flops": value}
+        for key, by_dtype in PEAK_FLOPS.items()
+        for dtype, value in by_dtype.items()
+    ]

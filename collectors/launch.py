@@ -1,0 +1,136 @@
+"""Launch one scale point: a real torchrun under power capture, then the manifest beside the traces.
+
+Locally the sweep runner calls `run_point`; on a cluster each node's srun task runs
+`python -m tracehouse.collectors.launch --run-dir DIR -- <torchrun rendezvous flags>`,
+and node 0 writes the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tracehouse.collectors.power import capture_power
+from tracehouse.collectors.run_manifest import build_manifest
+from tracehouse.collectors.spec import FACTS_NAME, LOG_NAME, LOSS_NAME, SPEC_NAME, RunSpec, trace_name
+from tracehouse.pipeline.manifest import MANIFEST_NAME, RunManifest
+
+DEFAULT_TIMEOUT_S = 3600
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO-8601."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def torchrun_command(spec: RunSpec, run_dir: Path, rendezvous: list[str] | None = None) -> list[str]:
+    """The torchrun command of one scale point (standalone unless rendezvous flags are given)."""
+    where = rendezvous or ["--standalone", "--nnodes", "1", "--nproc_per_node", str(spec.world_size)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *where,
+        "-m",
+        "tracehouse.collectors.train",
+        "--spec",
+        str(run_dir / SPEC_NAME),
+    ]
+
+
+def child_env() -> dict[str, str]:
+    """The ranks' environment: one intra-op thread each, never DETAIL debug (DDP on CPU segfaults)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if env.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        env["TORCH_DISTRIBUTED_DEBUG"] = "INFO"
+    return env
+
+
+def clear_outputs(run_dir: Path, world_size: int) -> None:
+    """Remove what an earlier run of this point left, so nothing stale is mistaken for new."""
+    names = [MANIFEST_NAME, LOSS_NAME, FACTS_NAME, LOG_NAME] + [trace_name(r) for r in range(world_size)]
+    for name in names:
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def run_torchrun(command: list[str], log_path: Path, timeout_s: float) -> str | None:
+    """Run torchrun with its output in log_path; None on success, else a one-line failure."""
+    with log_path.open("ab") as log:
+        # Its own session, so a timeout can stop torchrun and every rank it started.
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True
+        )
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"torchrun timed out after {timeout_s:g} s; see {log_path}"
+    if returncode != 0:
+        return f"torchrun exited with status {returncode}; see {log_path}"
+    return None
+
+
+def run_point(
+    spec: RunSpec,
+    out_dir: Path,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    rendezvous: list[str] | None = None,
+    node: int = 0,
+) -> RunManifest:
+    """Run one scale point into out_dir/<run_id>/ and return its manifest (status ok or failed).
+
+    node > 0 is another node of a multi-node run: it logs to its own file and leaves the
+    manifest (and clearing old outputs) to node 0.
+    """
+    run_dir = Path(out_dir) / spec.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if node == 0:
+        clear_outputs(run_dir, spec.world_size)
+        spec.write(run_dir)
+    command = torchrun_command(spec, run_dir, rendezvous)
+    log_path = run_dir / (LOG_NAME if node == 0 else f"train.node{node}.log")
+    started_at = now_iso()
+    with capture_power(run_dir) as power:
+        failure = run_torchrun(command, log_path, timeout_s)
+    manifest = build_manifest(
+        spec,
+        run_dir,
+        power=power,
+        started_at=started_at,
+        ended_at=now_iso(),
+        command=command,
+        failure=failure,
+    )
+    if node == 0:
+        manifest.write(run_dir)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One node's share of a cluster scale point (what `--emit slurm` scripts call)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", type=Path, required=True, help="holds run_spec.json")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds")
+    parser.add_argument("rendezvous", nargs=argparse.REMAINDER, help="-- then torchrun's node flags")
+    args = parser.parse_args(argv)
+    rendezvous = [a for a in args.rendezvous if a != "--"] or None
+    spec = RunSpec.read(args.run_dir / SPEC_NAME)
+    manifest = run_point(
+        spec,
+        args.run_dir.parent,
+        timeout_s=args.timeout,
+        rendezvous=rendezvous,
+        node=int(os.environ.get("SLURM_NODEID", "0")),
+    )
+    return 0 if manifest.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

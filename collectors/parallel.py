@@ -1,0 +1,154 @@
+"""Parallel layouts of the Llama model: DDP, FSDP2, tensor parallel, pipeline, FSDP x TP.
+
+`build_replica` turns the full model (same seed on every rank) into this rank's part and
+returns a `Replica`: a train step (forward + backward) and the parameters to optimise.
+The same code runs on CPU with gloo and on CUDA with NCCL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel
+from tracehouse.collectors.llama import Llama, cross_entropy
+from tracehouse.collectors.spec import RunSpec
+
+# Megatron-style splits inside one block: column-parallel in, row-parallel out.
+BLOCK_TP_PLAN = {
+    "attention.wq": ColwiseParallel(),
+    "attention.wk": ColwiseParallel(),
+    "attention.wv": ColwiseParallel(),
+    "attention.wo": RowwiseParallel(),
+    "feed_forward.w1": ColwiseParallel(),
+    "feed_forward.w3": ColwiseParallel(),
+    "feed_forward.w2": RowwiseParallel(),
+}
+
+
+@dataclass(kw_only=True)
+class Replica:
+    """This rank's share of the model and how to run one step's forward and backward on it."""
+
+    parameters: Callable[[], Iterable[nn.Parameter]]
+    # (inputs, targets) of this rank's data shard -> the loss, or None where this rank has none
+    forward_backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None]
+    dp_rank: int  # which slice of the global batch this rank feeds
+
+
+def build_mesh(spec: RunSpec, device_type: str) -> DeviceMesh:
+    """The device mesh of the layout: 1-D for single strategies, (dp, tp) for fsdp_tp."""
+    if spec.strategy == "fsdp_tp":
+        return init_device_mesh(device_type, (spec.dp, spec.tp), mesh_dim_names=("dp", "tp"))
+    name = {"ddp": "dp", "fsdp": "dp", "tp": "tp", "pp": "pp"}[spec.strategy]
+    return init_device_mesh(device_type, (spec.world_size,), mesh_dim_names=(name,))
+
+
+def plain_step(module: nn.Module, autocast: torch.autocast) -> Callable:
+    """forward + backward of a module that maps tokens to logits."""
+
+    def forward_backward(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        with autocast:
+            loss = cross_entropy(module(inputs), targets)
+        loss.backward()
+        return loss.detach()
+
+    return forward_backward
+
+
+def apply_tp(model: Llama, tp_mesh: DeviceMesh) -> None:
+    """Shard attention and MLP Megatron-style; vocab-parallel embedding and output."""
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
+            "output": ColwiseParallel(output_layouts=Replicate()),
+        },
+    )
+    for block in model.layers.values():
+        parallelize_module(block, tp_mesh, BLOCK_TP_PLAN)
+
+
+def apply_fsdp(model: Llama, dp_mesh: DeviceMesh) -> None:
+    """FSDP2: shard each block, then the root (embedding, final norm, output)."""
+    for block in model.layers.values():
+        fully_shard(block, mesh=dp_mesh)
+    fully_shard(model, mesh=dp_mesh)
+
+
+def stage_layers(n_layers: int, pp: int, stage: int) -> range:
+    """The contiguous block indices stage owns (earlier stages take the remainder)."""
+    base, extra = divmod(n_layers, pp)
+    start = stage * base + min(stage, extra)
+    return range(start, start + base + (stage < extra))
+
+
+def cut_stage(model: Llama, stage: int, pp: int) -> Llama:
+    """Keep only what pipeline stage `stage` runs."""
+    keep = {str(i) for i in stage_layers(model.cfg.n_layers, pp, stage)}
+    for name in [n for n in model.layers if n not in keep]:
+        del model.layers[name]
+    if stage > 0:
+        model.tok_embeddings = None
+    if stage < pp - 1:
+        model.norm = None
+        model.output = None
+    return model
+
+
+def pipeline_replica(
+    model: Llama, spec: RunSpec, mesh: DeviceMesh, device: torch.device, autocast: torch.autocast
+) -> Replica:
+    """GPipe over the pp mesh: the first stage feeds tokens, only the last returns a loss."""
+    stage_index, pp = mesh.get_local_rank(), spec.pp
+    module = cut_stage(model, stage_index, pp)
+    stage = PipelineStage(module, stage_index, pp, device, group=mesh.get_group())
+    schedule = ScheduleGPipe(stage, n_microbatches=spec.microbatches, loss_fn=cross_entropy)
+
+    def forward_backward(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+        with autocast:
+            if stage_index == 0:
+                schedule.step(inputs)
+                return None
+            losses: list[torch.Tensor] = []
+            # Each stage calls step with its own arguments; only the last holds targets.
+            schedule.step(target=targets, losses=losses)
+            return torch.stack([loss.detach() for loss in losses]).mean()
+
+    return Replica(parameters=module.parameters, forward_backward=forward_backward, dp_rank=0)
+
+
+def build_replica(model: Llama, spec: RunSpec, mesh: DeviceMesh, device: torch.device) -> Replica:
+    """Parallelise the full model (already on device) for spec.strategy on mesh."""
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    if spec.strategy == "pp":
+        return pipeline_replica(model, spec, mesh, device, autocast)
+    module: nn.Module = model
+    dp_rank = 0
+    if spec.strategy == "ddp":
+        # The only buffers are the constant rotary tables: broadcasting them each step is waste.
+        module = DistributedDataParallel(model, broadcast_buffers=False)
+        # A Python comm hook puts DDP's all-reduce through torch.distributed, where it is labelled.
+        module.register_comm_hook(state=None, hook=default_hooks.allreduce_hook)
+        dp_rank = mesh.get_local_rank()
+    elif spec.strategy == "fsdp":
+        apply_fsdp(model, mesh)
+        dp_rank = mesh.get_local_rank()
+    elif spec.strategy == "tp":
+        apply_tp(model, mesh)
+    elif spec.strategy == "fsdp_tp":
+        apply_tp(model, mesh["tp"])
+        apply_fsdp(model, mesh["dp"])
+        dp_rank = mesh["dp"].get_local_rank()
+    return Replica(
+        parameters=module.parameters, forward_backward=plain_step(module, autocast), dp_rank=dp_rank
+    )

@@ -1,0 +1,111 @@
+"""Sweep files: good ones expand to the right scale points; bad ones die in one line before any launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tracehouse.collectors.slurm import emit_slurm
+from tracehouse.collectors.sweep import SweepFileError, load_sweep
+from tracehouse.pipeline.cli import main
+
+HEAD = 'study = "s"\nmodel = "tiny"\nsteps = 6\nglobal_batch = 8\nseq_len = 64\n'
+SAMPLE_SWEEP = Path(__file__).resolve().parents[2] / "sample_traces" / "sweep.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def test_groups_expand_to_scale_points_with_degrees(tmp_path: Path) -> None:
+    text = HEAD + (
+        '[[points]]\nstrategies = ["ddp", "pp"]\nworld_sizes = [1, 2]\n'
+        '[[points]]\nstrategies = ["fsdp_tp"]\nworld_sizes = [4]\ntp = 2\n'
+    )
+    specs = load_sweep(write(tmp_path, text.replace('"pp"', '"fsdp"')))
+    assert [s.run_id for s in specs] == ["ddp-ws1", "ddp-ws2", "fsdp-ws1", "fsdp-ws2", "fsdp_tp-ws4-tp2"]
+    assert [(s.dp, s.tp, s.pp) for s in specs][-1] == (2, 2, 1)
+    assert {s.tokens_per_step for s in specs} == {512}  # strong scaling: fixed global batch
+
+
+def test_the_sample_sweep_is_valid() -> None:
+    specs = load_sweep(SAMPLE_SWEEP)
+    assert {s.run_id for s in specs} >= {
+        "ddp-ws1",
+        "ddp-ws2",
+        "ddp-ws4",
+        "fsdp-ws1",
+        "fsdp-ws2",
+        "fsdp-ws4",
+        "tp-ws2",
+        "pp-ws2",
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (HEAD + 'strategies = ["zero3"]\nworld_sizes = [2]\n', "unknown strategy 'zero3'"),
+        (HEAD + 'strategies = ["fsdp_tp"]\nworld_sizes = [3]\ntp = 2\n', r"not divisible by tp\*pp = 2\*1"),
+        (
+            HEAD.replace("seq_len = 64\n", "") + 'strategies = ["ddp"]\nworld_sizes = [2]\n',
+            "missing required field 'seq_len'",
+        ),
+        (HEAD + 'strategies = ["ddp"]\n', "missing required field 'world_sizes'"),
+        (HEAD + 'strategies = ["ddp"]\nworld_size = [2]\n', "unknown key 'world_size'"),
+        (HEAD + 'strategies = ["ddp"]\nworld_sizes = [3]\n', "global_batch 8 is not divisible by dp 3"),
+        (
+            HEAD.replace("steps = 6", "steps = 3") + 'strategies = ["ddp"]\nworld_sizes = [1]\n',
+            "fewer than the profiler schedule needs",
+        ),
+        (
+            HEAD + '[[points]]\nstrategies = ["tp"]\nworld_sizes = [2]\n' * 2,
+            "appears twice",
+        ),
+        (HEAD + "steps = 6\n", "cannot read sweep file"),
+    ],
+)
+def test_bad_sweep_files_are_rejected_in_one_line(tmp_path: Path, body: str, message: str) -> None:
+    path = write(tmp_path, body)
+    with pytest.raises(SweepFileError, match=message) as info:
+        load_sweep(path)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_cli_rejects_before_launching(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, HEAD + 'strategies = ["ddp", "tp"]\nworld_sizes = [1, 3]\n')
+    out = tmp_path / "out"
+    assert main(["collect", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "world_size 3" in err[0] and str(path) in err[0]
+    assert not out.exists()  # nothing was launched or written
+
+
+def test_cli_needs_a_sweep_or_point_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["collect", "--out", str(tmp_path), "--model", "tiny"]) == 2
+    assert "--strategy, --world-size" in capsys.readouterr().err
+    assert main(["collect", str(tmp_path / "none.toml"), "--out", str(tmp_path)]) == 2
+    assert "no such sweep file" in capsys.readouterr().err
+
+
+def test_emit_slurm_writes_one_script_per_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = HEAD.replace("global_batch = 8", "global_batch = 64")
+    path = write(tmp_path, head + 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [8, 16]\n')
+    assert main(["collect", str(path), "--out", str(tmp_path / "o"), "--emit", "slurm"]) == 0
+    scripts = sorted((tmp_path / "o").glob("*/job.sbatch"))
+    assert [p.parent.name for p in scripts] == ["fsdp-ws16-n2", "fsdp-ws8"]
+    text = scripts[0].read_text()
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --gpus-per-node=8" in text
+    assert "srun " in text and "--rdzv-backend c10d" in text and "--nproc_per_node 8" in text
+    assert (scripts[0].parent / "run_spec.json").is_file()
+    assert not list((tmp_path / "o").glob("*/rank*.json.gz"))
+
+
+def test_multi_node_points_are_not_run_locally(tmp_path: Path) -> None:
+    specs = load_sweep(
+        write(tmp_path, HEAD + 'devices_per_node = 1\nstrategies = ["ddp"]\nworld_sizes = [2]\n')
+    )
+    assert specs[0].nodes == 2
+    assert emit_slurm(specs, tmp_path / "o")[0].is_file()
