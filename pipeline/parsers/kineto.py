@@ -23,14 +23,16 @@ Decisions (details in the kineto_* modules):
 * `external_id` is `args["External id"]`, or the 2020-2021 spelling `args["external id"]`.
 * Invalid UTF-8 in the JSON text is replaced by U+FFFD (`extra["invalid_utf8"] = "replaced"`),
   not an error: one mangled kernel name should not lose a rank.
-* Integers that overflow 64 bits in args (NCCL comm ids) are ignored (NULL where a column).
+* Integers that overflow 64 bits in args (NCCL comm ids) are ignored (NULL where a column);
+  a `device` arg outside int32 (the EVENTS column type) is NULL too.
+* Name- and category-derived facts (kind, comm candidates, ProfilerStep numbers) are evaluated
+  once per unique string on the scanner path (`kineto_fastscan`), per row on the msgspec path.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 from tracehouse.pipeline.errors import TraceFormatError
 from tracehouse.pipeline.parsers import kineto_decode as dec
 from tracehouse.pipeline.parsers.kineto_chunks import chunk_rows
@@ -77,9 +79,7 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     if raw.height == 0:
         raise TraceFormatError(path, NO_EVENTS)
     check_times(path, raw)
-    raw = raw.with_columns(pl.col("ts_ns") + (top.base_time_ns or 0)).rename({"ts_ns": "ts_unix_ns"})
-    negative = int((raw["dur_ns"] < 0).sum())
-    full = events_frame(raw.filter(pl.col("dur_ns") >= 0))
+    full, negative = events_frame(raw, top.base_time_ns or 0)
     extra = {"decoder": rows.decoder}
     if rows.invalid_utf8:
         extra["invalid_utf8"] = "replaced"

@@ -16,7 +16,15 @@ import polars as pl
 from tracehouse.pipeline.errors import TraceFormatError
 from tracehouse.pipeline.parsers import kineto_decode as dec
 from tracehouse.pipeline.parsers.kineto_commargs import comm_args_frame
-from tracehouse.pipeline.parsers.kineto_events import NO_EVENTS, EventRows, meta_rows, raw_columns, with_ns
+from tracehouse.pipeline.parsers.kineto_events import (
+    NO_EVENTS,
+    EventRows,
+    kind_of,
+    meta_rows,
+    name_flags,
+    raw_columns,
+    with_ns,
+)
 from tracehouse.pipeline.parsers.kineto_time import needs_text_path, text_to_ns
 
 CHUNK_EVENTS = 100_000  # decoded per batch: bounds the per-event Python objects alive at once
@@ -48,7 +56,7 @@ def chunk_rows(path: Path, events: Any, *, invalid_utf8: bool) -> EventRows:
     )
     ts_ns, dur_ns = _concat_exact(cols.exact, [f.height for f in cols.raw])
     return EventRows(
-        raw=with_ns(raw, ts_ns, dur_ns),
+        raw=with_ns(raw, ts_ns, dur_ns).with_columns(kind_of(pl.col("cat")), *name_flags(pl.col("name"))),
         comm_args=pl.concat(cols.comm_args, how="vertical"),
         metas=meta_rows(cols.metas, cols.loose),
         loose=cols.loose,

@@ -39,7 +39,9 @@ HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
 
 
 def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pl.DataFrame:
-    return full.join(comm_args, on="_row", how="inner")
+    """The candidate events (`_comm`) with their comm args."""
+    comm = full.filter(pl.col("_comm")).drop("_comm", "_step")
+    return comm.join(comm_args, on="_row", how="inner")
 
 
 def _launches(full: pl.DataFrame, correlations: pl.Series) -> pl.DataFrame:
@@ -147,6 +149,8 @@ def annotation_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
 
 def collectives_frame(full: pl.DataFrame, comm_args: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     """All COLLECTIVES rows of one rank trace, in start order."""
+    if comm_args.is_empty():
+        return pl.DataFrame(schema=COLLECTIVES)
     comm = _comm(full, comm_args)
     parts = [kernel_rows(full, comm, top)]
     if parts[0].is_empty():

@@ -9,12 +9,15 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto_commargs import comm_mask
+from tracehouse.pipeline.parsers.kineto_steps import step_number
 from tracehouse.pipeline.parsers.kineto_time import float_to_ns
 from tracehouse.pipeline.schema import EVENTS, KIND_BY_CATEGORY, OTHER_KIND, THREADS
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 RUNTIME_KIND = "runtime"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NO_EVENTS = "no trace events (no complete ph=X events)"
 
 
@@ -86,6 +89,8 @@ def raw_columns(xs: list[Any], loose: bool) -> pl.DataFrame:
 
 def check_times(path: Path, raw: pl.DataFrame) -> None:
     """Complete events must carry both `ts` and `dur`."""
+    if not (raw["ts_ns"].null_count() or raw["dur_ns"].null_count()):
+        return
     missing = raw.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null())
     if missing.height:
         first = missing.row(0, named=True)
@@ -95,9 +100,15 @@ def check_times(path: Path, raw: pl.DataFrame) -> None:
         )
 
 
-def _kind(cat: pl.Expr) -> pl.Expr:
-    mapping = {k: v for k, v in KIND_BY_CATEGORY.items()}
-    return cat.str.to_lowercase().replace_strict(mapping, default=OTHER_KIND, return_dtype=pl.String)
+def kind_of(cat: pl.Expr) -> pl.Expr:
+    """The normalised event kind of a category (case-insensitive; unknown: "other")."""
+    kind = cat.str.to_lowercase().replace_strict(KIND_BY_CATEGORY, default=OTHER_KIND, return_dtype=pl.String)
+    return kind.alias("kind")
+
+
+def name_flags(name: pl.Expr) -> list[pl.Expr]:
+    """Name-derived columns: `_comm` (can feed COLLECTIVES) and `_step` (N of ProfilerStep#N)."""
+    return [comm_mask(name).alias("_comm"), step_number(name).alias("_step")]
 
 
 def with_ns(raw: pl.DataFrame, ts_ns: pl.Series | None, dur_ns: pl.Series | None) -> pl.DataFrame:
@@ -109,23 +120,30 @@ def with_ns(raw: pl.DataFrame, ts_ns: pl.Series | None, dur_ns: pl.Series | None
     return out.drop("ts_us", "dur_us")
 
 
-def events_frame(raw: pl.DataFrame) -> pl.DataFrame:
-    """EVENTS columns plus `_row` (negative durations already dropped): kind and launch time added."""
-    frame = raw.with_columns(_kind(pl.col("cat")).alias("kind"))
-    launches = (
-        frame.lazy()
-        .filter((pl.col("kind") == RUNTIME_KIND) & pl.col("correlation").is_not_null())
-        .group_by("correlation")
-        .agg(pl.col("ts_unix_ns").min().alias("launch_ts_unix_ns"))
+def events_frame(raw: pl.DataFrame, base_time_ns: int) -> tuple[pl.DataFrame, int]:
+    """(EVENTS columns plus `_row`, `_comm`, `_step`; the count of dropped negative durations).
+
+    One lazy query: absolute times, negative durations dropped, launch times. A `device`
+    outside int32 becomes NULL (no real device index is that large).
+    """
+    negative = int((raw["dur_ns"] < 0).sum())
+    frame = raw.lazy().with_columns(pl.col("ts_ns") + base_time_ns).rename({"ts_ns": "ts_unix_ns"})
+    if negative:
+        frame = frame.filter(pl.col("dur_ns") >= 0)
+    is_runtime = (pl.col("kind") == RUNTIME_KIND) & pl.col("correlation").is_not_null()
+    launch = pl.when(is_runtime).then(pl.col("ts_unix_ns")).min().over("correlation")
+    is_gpu = (
+        pl.col("kind").is_in(GPU_KINDS) & pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()
     )
-    is_gpu = pl.col("kind").is_in(GPU_KINDS) & pl.col("stream").is_not_null()
-    return (
-        frame.lazy()
-        .join(launches, on="correlation", how="left", maintain_order="left")
-        .with_columns(pl.when(is_gpu).then(pl.col("launch_ts_unix_ns")).alias("launch_ts_unix_ns"))
-        .select([pl.col(c).cast(t) for c, t in EVENTS.items()] + [pl.col("_row")])
-        .collect()
+    device = pl.col("device")
+    in_int32 = device.is_between(INT32_MIN, INT32_MAX)
+    full = frame.with_columns(
+        pl.when(is_gpu).then(launch).alias("launch_ts_unix_ns"),
+        pl.when(in_int32).then(device).alias("device"),
+    ).select(
+        [pl.col(c).cast(t) for c, t in EVENTS.items()] + [pl.col("_row"), pl.col("_comm"), pl.col("_step")]
     )
+    return full.collect(), negative
 
 
 def meta_rows(metas: list[Any], loose: bool) -> pl.DataFrame:

@@ -18,14 +18,14 @@ import numpy as np
 import numpy.ma  # Polars imports it on its first numpy Series: pay that at import, once
 import polars as pl
 from tracehouse.pipeline.parsers.kineto_chunks import CHUNK_EVENTS
-from tracehouse.pipeline.parsers.kineto_commargs import COMM_PREFILTER, candidate_rows, comm_args_rows
+from tracehouse.pipeline.parsers.kineto_commargs import COMM_PREFILTER, comm_args_rows
 from tracehouse.pipeline.parsers.kineto_decode import (
     ARG_FIELDS,
     TopLevelFields,
     first_byte,
     replace_invalid_utf8,
 )
-from tracehouse.pipeline.parsers.kineto_events import EventRows
+from tracehouse.pipeline.parsers.kineto_events import EventRows, kind_of, name_flags
 
 try:
     from tracehouse.pipeline import _kineto_scan
@@ -41,7 +41,7 @@ SIDE_FIELDS = sorted(
 _SIDE_KEYS = tuple((key.encode(), typ is Any) for _, key, typ in SIDE_FIELDS)
 _FIELD_ID = {attr: i for i, (attr, _, _) in enumerate(SIDE_FIELDS)}
 _DECODED = {attr for attr, _, typ in SIDE_FIELDS if typ is Any}
-_INTS = ("stream", "device", "correlation", "external_id")
+_INT_COLS = ("ts", "dur", "stream", "device", "correlation", "external_id")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,13 +87,20 @@ def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
     """EventRows from the scanner's columns."""
     flagged = {e // CHUNK_EVENTS for e in cols["invalid_utf8_events"]}
     side = _side_texts(data, cols["side"], flagged)
-    frame = _frame(cols)
-    xs = frame.filter(pl.col("kind") == 0).drop("kind")
-    xs = xs.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"))
-    metas = frame.filter(pl.col("kind") == 1).select(pl.col("name").alias("kind"), "pid", "tid")
+    is_x = np.frombuffer(cols["kind"], np.uint8) == 0
+    xs = _complete(cols, _selector(is_x))
+    m_rows = np.flatnonzero(~is_x)
+    metas = pl.DataFrame(
+        {
+            "kind": _strings(cols, "name", m_rows),
+            "pid": _strings(cols, "pid", m_rows),
+            "tid": _strings(cols, "tid", m_rows),
+        }
+    )
+    candidates = xs["_comm"].arg_true().to_list()
     return EventRows(
         raw=xs,
-        comm_args=comm_args_rows(candidate_rows(xs["name"]), lambda i, attr: _arg(side, i, attr)),
+        comm_args=comm_args_rows(candidates, lambda i, attr: _arg(side, i, attr)),
         metas=metas.with_columns(_meta_values(side, metas.height)),
         loose=False,
         invalid_utf8=bool(flagged),
@@ -101,30 +108,54 @@ def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
     )
 
 
-def _strings(cols: dict[str, Any], name: str) -> pl.Series:
-    """Codes (0: null, else 1 + index) over the unique strings."""
-    values = pl.Series(name, [None, *cols[f"{name}_values"]], dtype=pl.String)
-    return values.gather(pl.Series(np.frombuffer(cols[name], np.int32)))
+def _selector(mask: np.ndarray) -> slice | np.ndarray:
+    """The rows where mask holds: a slice (no copy) when they are contiguous, as they mostly are."""
+    rows = np.flatnonzero(mask)
+    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
-def _frame(cols: dict[str, Any]) -> pl.DataFrame:
-    """Every scanned row (kind 0: complete event, 1: metadata event)."""
-    ints = {c: np.frombuffer(cols[c], np.int64) for c in ("ts", "dur", *_INTS)}
-    valid = {f"{c}_valid": np.frombuffer(cols[f"{c}_valid"], np.bool_) for c in ints}
+def _values(cols: dict[str, Any], name: str) -> pl.Series:
+    """The unique strings of one dictionary, NULL first (code 0: null, else 1 + index)."""
+    return pl.Series(name, [None, *cols[f"{name}_values"]], dtype=pl.String)
+
+
+def _codes(cols: dict[str, Any], name: str, rows: slice | np.ndarray) -> np.ndarray:
+    return np.frombuffer(cols[name], np.int32)[rows]
+
+
+def _strings(cols: dict[str, Any], name: str, rows: slice | np.ndarray) -> pl.Series:
+    """The dictionary column of the selected rows as text."""
+    return _values(cols, name).gather(_codes(cols, name, rows))
+
+
+def _complete(cols: dict[str, Any], rows: slice | np.ndarray) -> pl.DataFrame:
+    """The complete events, with `kind`, `_comm`, `_step` evaluated once per unique cat/name."""
+    cats = _values(cols, "cat").to_frame().with_columns(kind_of(pl.col("cat")))
+    names = _values(cols, "name").to_frame().with_columns(name_flags(pl.col("name")))
     frame = pl.DataFrame(
         {
-            "kind": np.frombuffer(cols["kind"], np.uint8),
-            "cat": _strings(cols, "cat"),
-            "name": _strings(cols, "name"),
-            "pid": _strings(cols, "pid"),
-            "tid": _strings(cols, "tid"),
-            **ints,
-            **valid,
+            **cats[_codes(cols, "cat", rows)].to_dict(),
+            **names[_codes(cols, "name", rows)].to_dict(),
+            "pid": _strings(cols, "pid", rows),
+            "tid": _strings(cols, "tid", rows),
+            **{c: np.frombuffer(cols[c], np.int64)[rows] for c in _INT_COLS},
+            **{f"{c}_valid": np.frombuffer(cols[f"{c}_valid"], np.bool_)[rows] for c in _INT_COLS},
         }
     )
-    nullable = [pl.when(pl.col(f"{c}_valid")).then(pl.col(c)).alias(c) for c in ints]
-    out = frame.select("kind", "cat", "name", "pid", "tid", *nullable)
-    return out.rename({"ts": "ts_ns", "dur": "dur_ns"})
+    nullable = [pl.when(pl.col(f"{c}_valid")).then(pl.col(c)).alias(c) for c in _INT_COLS]
+    return frame.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+        "cat",
+        "name",
+        "pid",
+        "tid",
+        *nullable,
+        "kind",
+        "_comm",
+        "_step",
+    ).rename({"ts": "ts_ns", "dur": "dur_ns"})
 
 
 def _side_texts(data: bytes, side: list[tuple[int, ...]], flagged: set[int]) -> dict[tuple[int, int], bytes]:

@@ -15,14 +15,15 @@ STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "cuda_sync")
 
 
+def step_number(name: pl.Expr) -> pl.Expr:
+    """N of a `ProfilerStep#N` name, else NULL (evaluated once per unique name by the scanner path)."""
+    return name.str.extract(STEP_PATTERN, 1).cast(pl.Int64, strict=False)
+
+
 def steps_frame(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per step of the loop thread, in step order."""
-    steps = (
-        events.lazy()
-        .filter(pl.col("name").str.starts_with("ProfilerStep#") & ~pl.col("kind").is_in(DEVICE_KINDS))
-        .with_columns(pl.col("name").str.extract(STEP_PATTERN, 1).cast(pl.Int64, strict=False).alias("step"))
-        .filter(pl.col("step").is_not_null())
-        .collect()
+    """One row per step of the loop thread, in step order (`events._step`: see step_number)."""
+    steps = events.filter(pl.col("_step").is_not_null() & ~pl.col("kind").is_in(DEVICE_KINDS)).rename(
+        {"_step": "step"}
     )
     if steps.is_empty():
         return pl.DataFrame(schema=STEPS)

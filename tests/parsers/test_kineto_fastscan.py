@@ -171,3 +171,35 @@ def test_no_complete_events_and_truncated_json_keep_their_errors(tmp_path: Path)
     cut.write_bytes(write_trace(tmp_path / "whole.json", [cpu_op("a", 1, 2)]).read_bytes()[:-5])
     with pytest.raises(TraceFormatError, match="invalid JSON"):
         parse_trace(cut)
+
+
+def test_device_outside_int32_is_null(tmp_path: Path) -> None:
+    events = [
+        cpu_op("in range", 1, 1, args={"device": -(2**31)}),
+        cpu_op("just above", 2, 1, args={"device": 2**31}),
+        cpu_op("int64", 3, 1, args={"device": -(2**40)}),
+        cpu_op("max", 4, 1, args={"device": 2**31 - 1}),
+    ]
+    fast, _ = both(write_trace(tmp_path / "device.json", events, base_time_ns=0))
+    assert fast.events["device"].to_list() == [-(2**31), None, None, 2**31 - 1]
+
+
+def test_gpu_event_without_correlation_has_no_launch(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5,
+            "dur": 2,
+            "args": {"stream": 7},
+        },
+        runtime("cudaLaunchKernel", 2, 1, correlation=9),
+        runtime("cudaLaunchKernel", 3, 1, correlation=9),
+        kernel("k2", 6, 2, correlation=9),
+    ]
+    fast, _ = both(write_trace(tmp_path / "nocorr.json", events, base_time_ns=0))
+    assert fast.events["launch_ts_unix_ns"].to_list() == [None, None, None, None, 2000]
