@@ -17,6 +17,9 @@ from tracehouse.pipeline.errors import WarehouseError
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"
+# Tables computed from the other layers (`CREATE OR REPLACE TABLE name AS ...`), rerun after
+# every change of the warehouse's inputs; see warehouse.refresh_materialized.
+MATERIALIZED_LAYER = "materialized"
 
 # Comments and string literals never name a dependency ('parquet/collectives/...' is a path).
 _NOT_CODE = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'", re.DOTALL)
@@ -29,6 +32,11 @@ class SqlFile:
     name: str
     layer: str
     text: str
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the file computes a table that must be refreshed when the data changes."""
+        return self.layer.split("/")[0] == MATERIALIZED_LAYER
 
     @property
     def label(self) -> str:

@@ -21,6 +21,20 @@ from tracehouse.pipeline.errors import WarehouseError
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 DB_NAME = "tracehouse.duckdb"
+
+# Everything the materialized tables are computed from that can change after they were built:
+# the registered files (trace and power content hashes, manifests) and the user's comm kernel
+# patterns. Its digest is stored with the tables; comparing it costs milliseconds.
+_INPUTS_STAMP = """
+SELECT md5(concat_ws('|',
+    (SELECT coalesce(string_agg(content_hash, ',' ORDER BY content_hash), '') FROM traces),
+    (SELECT coalesce(string_agg(content_hash, ',' ORDER BY content_hash), '') FROM power_files),
+    (SELECT coalesce(string_agg(concat(study, '/', run_id, '@', ingested_at), ',' ORDER BY study, run_id), '')
+        FROM run_manifests),
+    (SELECT coalesce(string_agg(concat(pattern, '=', note), ',' ORDER BY pattern, note), '')
+        FROM comm_kernel_patterns)
+))
+"""
 PARQUET_DIR = "parquet"
 EMPTY_NAME = "_empty.parquet"
 
@@ -101,15 +115,36 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
     """(Re)create every relation of the packaged sql tree on a read-write connection.
 
     Skipped when the catalog already holds them all, built from the same SQL text: binding
-    the analysis views takes about a second, which would dominate small ingests.
+    the analysis views takes about a second, which would dominate small ingests. The
+    materialized tables are then still refreshed if the data changed since they were computed.
     """
     files = load_sql_files()
     digest = sql_digest(files)
     if not force and not missing_relations(connection) and _meta(connection, "sql_digest") == digest:
+        refresh_materialized(connection, files)
         return []
     names = create_relations(connection, files)
-    connection.execute("INSERT OR REPLACE INTO warehouse_meta VALUES ('sql_digest', ?)", [digest])
+    _set_meta(connection, "sql_digest", digest)
+    _set_meta(connection, "inputs_stamp", inputs_stamp(connection))
     return names
+
+
+def refresh_materialized(
+    connection: duckdb.DuckDBPyConnection, files: list[SqlFile] | None = None
+) -> list[str]:
+    """Recompute the materialized tables if their inputs changed since; return the names recomputed."""
+    stamp = inputs_stamp(connection)
+    if _meta(connection, "inputs_stamp") == stamp:
+        return []
+    files = files if files is not None else load_sql_files()
+    names = create_relations(connection, [f for f in files if f.materialized])
+    _set_meta(connection, "inputs_stamp", stamp)
+    return names
+
+
+def inputs_stamp(connection: duckdb.DuckDBPyConnection) -> str:
+    """A digest of everything the materialized tables are computed from."""
+    return connection.execute(_INPUTS_STAMP).fetchall()[0][0]
 
 
 def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
@@ -123,6 +158,10 @@ def sql_digest(files: list[SqlFile]) -> str:
     for f in sorted(files, key=lambda f: f.label):
         digest.update(f"{f.label}\0{f.text}\0".encode())
     return digest.hexdigest()
+
+
+def _set_meta(connection: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+    connection.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [key, value])
 
 
 def _meta(connection: duckdb.DuckDBPyConnection, key: str) -> str | None:
@@ -139,14 +178,16 @@ def missing_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def views_are_current(connection: duckdb.DuckDBPyConnection) -> bool:
-    """Whether every relation exists and was built from the installed SQL text."""
+    """Whether every relation exists, was built from the installed SQL text and from the current data."""
     if missing_relations(connection):
         return False
-    return _meta(connection, "sql_digest") == sql_digest(load_sql_files())
+    if _meta(connection, "sql_digest") != sql_digest(load_sql_files()):
+        return False
+    return _meta(connection, "inputs_stamp") == inputs_stamp(connection)
 
 
 def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection, after (re)creating the views first if some are missing or stale."""
+    """A read-only connection, after (re)creating the views or refreshing the tables if stale."""
     connection = connect(warehouse_dir, read_only=True)
     if views_are_current(connection):
         return connection
@@ -154,5 +195,5 @@ def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
     write_empty_partitions(Path(warehouse_dir))
     with connect(warehouse_dir) as writable:
         create_raw_relations(writable)
-        create_views(writable, force=True)
+        create_views(writable)
     return connect(warehouse_dir, read_only=True)

@@ -1,8 +1,9 @@
 """Test helper: an in-memory DuckDB holding the raw relations, built from small hand-made rows.
 
 The raw tables get exactly the columns of `tracehouse.pipeline.schema` plus the run keys, so
-the view SQL under `sql/views/` runs against them unchanged; `create_views` runs those files
-in dependency order (whole-word scan of each file's text, as the warehouse's runner does).
+the SQL under `sql/views/` and `sql/materialized/` runs against them unchanged; `create_views`
+runs those files in dependency order (whole-word scan of each file's text, as the warehouse's
+runner does) and `refresh` reruns the materialized tables after the raw rows changed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
 
-VIEWS_DIR = Path(__file__).resolve().parents[2] / "sql" / "views"
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+VIEWS_DIR = SQL_DIR / "views"
+MATERIALIZED_DIR = SQL_DIR / "materialized"
 US = 1000  # ns per µs: hand-made tests write times in µs for readability
 
 RAW_TABLES: dict[str, dict[str, pl.DataType]] = {
@@ -142,7 +145,7 @@ def fill(
     study: str = "s",
     run_id: str = "r",
 ) -> None:
-    """(Re)fill every raw table; views created earlier see the new rows."""
+    """(Re)fill every raw table; relations created earlier see the new rows (tables refreshed)."""
     defaults = {"study": study, "run_id": run_id, "rank": 0, "content_hash": "h"}
     frames = {
         "events": list(events),
@@ -163,6 +166,8 @@ def fill(
         "power_samples",
         pl.DataFrame([{"study": study, "run_id": run_id, **p} for p in power], schema=POWER),
     )
+    if _has_materialized(con):
+        refresh(con)
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
@@ -173,8 +178,9 @@ def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> 
 
 
 def view_files() -> dict[str, Path]:
-    """Every relation file under sql/views, by relation name."""
-    return {p.stem: p for p in sorted(VIEWS_DIR.rglob("*.sql"))}
+    """Every relation file under sql/views and sql/materialized, by relation name."""
+    paths = [*VIEWS_DIR.rglob("*.sql"), *MATERIALIZED_DIR.rglob("*.sql")]
+    return {p.stem: p for p in sorted(paths)}
 
 
 def ordered_view_files() -> list[Path]:
@@ -196,9 +202,24 @@ def _strip_comments(sql: str) -> str:
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Run every view file, in dependency order."""
+    """Run every view and materialized-table file, in dependency order."""
     for path in ordered_view_files():
         con.execute(path.read_text())
+
+
+def refresh(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute the materialized tables from the current raw rows (what the warehouse does after ingest)."""
+    for path in ordered_view_files():
+        if path.is_relative_to(MATERIALIZED_DIR):
+            con.execute(path.read_text())
+
+
+def _has_materialized(con: duckdb.DuckDBPyConnection) -> bool:
+    names = [p.stem for p in MATERIALIZED_DIR.rglob("*.sql")]
+    found = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name IN (SELECT unnest(?))", [names]
+    ).fetchall()
+    return found[0][0] > 0
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict]:
@@ -225,4 +246,5 @@ def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.Duc
                 )
             )
         register(con, table, pl.concat(frames, how="diagonal_relaxed"))
+    refresh(con)
     return con

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from analysis_rawdb import ev, kernel, raw_db, rows, step
+from analysis_rawdb import ev, kernel, raw_db, refresh, rows, step
 
 BREAKDOWN = (
     "window_us",
@@ -122,6 +122,7 @@ def test_steps_without_any_placeable_gpu_event_fall_back_to_one_window():
 def test_classes_by_category_then_name(kind, name, klass):
     con = raw_db(events=[ev(kind, name, 0, 10, stream=7, launch_us=None)])
     con.execute("INSERT INTO comm_kernel_patterns VALUES ('%DeepEP%', 'DeepEP kernels')")
+    refresh(con)  # gpu_events is a table: a new pattern counts once it is refreshed
     assert rows(con, "SELECT class FROM gpu_events") == [{"class": klass}]
 
 
@@ -151,3 +152,61 @@ def test_ranks_are_measured_separately():
         (0, 0.0, 10.0, 10.0, 0.0, 0.0, 0.0, 0.0, 0.0),
         (1, 100.0, 30.0, 30.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     ]
+
+
+def test_window_breakdown_of_several_ranks_and_runs():
+    # the sweep sorts every rank on one axis: nothing may leak from one rank or run to the next,
+    # even when their times overlap and their rank numbers repeat
+    a0 = {"run_id": "a", "rank": 0}
+    a1 = {"run_id": "a", "rank": 1}
+    b0 = {"run_id": "b", "rank": 0}
+    con = raw_db(
+        steps=[step(1, 0, 100, **a0), step(2, 100, 100, **a0), step(1, 0, 100, **a1)],
+        events=[
+            ev("memcpy", "Memcpy HtoD", 5, 10, stream=7, **a0),  # launch-less, before any window
+            kernel("gemm", 20, 30, launch_us=10, **a0),  # compute [20,50), step 1
+            kernel("ncclKernel_AllReduce", 40, 40, launch_us=20, stream=8, **a0),  # comm [40,80), step 1
+            kernel("gemm", 120, 30, launch_us=110, **a0),  # compute [120,150), step 2
+            kernel("gemm", 60, 10, launch_us=50, **a1),  # compute [60,70), step 1
+            kernel("gemm", 30, 10, **b0),  # no ProfilerStep in run b: one window [30,60)
+            kernel("ncclKernel_AllReduce", 35, 25, stream=8, **b0),  # comm [35,60)
+        ],
+    )
+    got = rows(
+        con,
+        "SELECT run_id, rank, scope, step, start_ns / 1000 AS start_us, window_ns / 1000 AS window_us, "
+        "compute_ns / 1000 AS compute_us, exposed_comm_ns / 1000 AS exposed_us, "
+        "overlapped_comm_ns / 1000 AS overlapped_us, other_ns / 1000 AS other_us, idle_ns / 1000 AS idle_us "
+        "FROM window_breakdown ORDER BY run_id, rank, scope, start_ns",
+    )
+    cols = ("start_us", "window_us", "compute_us", "exposed_us", "overlapped_us", "other_us", "idle_us")
+    table = [(r["run_id"], r["rank"], r["scope"], r["step"], *(r[c] for c in cols)) for r in got]
+    assert table == [
+        # a/0 step 1 = [20, 120) (step 2's work starts at 120): compute 30, comm [40,80) of which
+        # [50,80) = 30 exposed and 10 overlapped; the memcpy lies outside; idle 100 - 60 = 40
+        ("a", 0, "step", 1, 20.0, 100.0, 30.0, 30.0, 10.0, 0.0, 40.0),
+        # a/0 step 2 = [120, 150): the last step ends at the last end of its own events
+        ("a", 0, "step", 2, 120.0, 30.0, 30.0, 0.0, 0.0, 0.0, 0.0),
+        # a/0 whole trace [5, 150): compute 60, exposed 30, other = the memcpy's 10,
+        # idle = 145 - 100 busy = 45
+        ("a", 0, "trace", None, 5.0, 145.0, 60.0, 30.0, 10.0, 10.0, 45.0),
+        ("a", 1, "step", 1, 60.0, 10.0, 10.0, 0.0, 0.0, 0.0, 0.0),
+        ("a", 1, "trace", None, 60.0, 10.0, 10.0, 0.0, 0.0, 0.0, 0.0),
+        # b/0 [30, 60): compute 10, comm 25 of which [40,60) = 20 exposed and 5 overlapped
+        ("b", 0, "step", None, 30.0, 30.0, 10.0, 20.0, 5.0, 0.0, 0.0),
+        ("b", 0, "trace", None, 30.0, 30.0, 10.0, 20.0, 5.0, 0.0, 0.0),
+    ]
+
+
+def test_straggler_ties_go_to_the_lowest_rank():
+    # ranks 1 and 2 both take 30 µs in step 1, rank 0 takes 10 µs: rank 1 is the straggler
+    con = raw_db(
+        steps=[step(1, 0, 100, rank=r) for r in (0, 1, 2)],
+        events=[
+            kernel("gemm", 0, 10, launch_us=1, rank=0),
+            kernel("gemm", 0, 30, launch_us=1, rank=2),
+            kernel("gemm", 0, 30, launch_us=1, rank=1),
+        ],
+    )
+    got = rows(con, "SELECT slowest_rank, slowest_us, median_us FROM step_stragglers")
+    assert got == [{"slowest_rank": 1, "slowest_us": 30.0, "median_us": 30.0}]

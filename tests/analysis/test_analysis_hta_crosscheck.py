@@ -80,7 +80,7 @@ def hta_figures(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def hta_results(request) -> dict:
     """HTA figures per trace, cached between runs (HTA takes ~45 s for all of them)."""
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
     out = {}
     for rel in TRACES:
         path = shared_path(f"traces/{rel}")

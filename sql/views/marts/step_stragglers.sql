@@ -1,10 +1,11 @@
--- Per run and step: the slowest rank, its window, and its lead over the median rank.
+-- Per run and step: the slowest rank (ties: the lowest rank), its window, and its lead over the
+-- median rank.
 CREATE OR REPLACE VIEW step_stragglers AS
 WITH per_step AS (
     SELECT
         study, run_id, step,
         count(*) AS n_ranks,
-        arg_max(rank, window_us) AS slowest_rank,
+        arg_min(rank, (-window_us, rank)) AS slowest_rank,
         max(window_us) AS slowest_us,
         median(window_us) AS median_us
     FROM step_breakdown

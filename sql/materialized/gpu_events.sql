@@ -1,6 +1,9 @@
 -- Device activity on GPU traces, one row per GPU event, classified compute / comm / memory.
 -- Memory is decided by kind (category) before any name test, so a memcpy is never comm.
-CREATE OR REPLACE VIEW gpu_events AS
+-- A TABLE, refreshed by the warehouse after every ingest that changed its inputs (raw events,
+-- comm_kernel_patterns): every breakdown relation reads it several times, and scanning the
+-- whole events Parquet each time was most of their cost.
+CREATE OR REPLACE TABLE gpu_events AS
 WITH device_events AS (
     SELECT
         study, run_id, rank, kind, name, stream,
