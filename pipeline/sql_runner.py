@@ -94,9 +94,20 @@ def dependency_order(files: list[SqlFile]) -> list[SqlFile]:
     return done
 
 
-def create_relations(connection: duckdb.DuckDBPyConnection, files: list[SqlFile] | None = None) -> list[str]:
-    """Run every SQL file on the connection in dependency order; return the relation names."""
+def create_relations(
+    connection: duckdb.DuckDBPyConnection,
+    files: list[SqlFile] | None = None,
+    *,
+    only_materialized: bool = False,
+) -> list[str]:
+    """Run every SQL file (or only the materialized tables) in dependency order; return their names.
+
+    The order is decided over all files, so a table that reads another table through views is
+    still refreshed after it.
+    """
     ordered = dependency_order(files if files is not None else load_sql_files())
+    if only_materialized:
+        ordered = [f for f in ordered if f.materialized]
     for f in ordered:
         try:
             connection.execute(f.text)

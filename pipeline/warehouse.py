@@ -137,7 +137,7 @@ def refresh_materialized(
     if _meta(connection, "inputs_stamp") == stamp:
         return []
     files = files if files is not None else load_sql_files()
-    names = create_relations(connection, [f for f in files if f.materialized])
+    names = create_relations(connection, files, only_materialized=True)
     _set_meta(connection, "inputs_stamp", stamp)
     return names
 

@@ -1,75 +1,67 @@
 -- CPU rule compute: the time in which a non-communication cpu_op is the innermost open event
 -- of the main thread's call tree (its self time). The innermost open event is the one that
 -- started last (ties: the one ending first, then a cpu_op before an annotation), so calls that
--- do not nest perfectly are handled. gloo:* spans are left out of the tree; user_annotation and
--- python_function self time is not compute.
--- Vectorised: elementary segments between consecutive boundaries, each joined to the events
--- open over it. Each rank is shifted onto its own stretch of one global axis so the join is a
--- pure range join (IEJoin) instead of a per-rank product.
+-- do not nest perfectly are handled. user_annotation and python_function self time is not
+-- compute. Vectorised in two paths, chosen per rank (tree and segments: cpu_calls,
+-- cpu_call_segments):
+-- * a perfectly nested call tree (the usual case): the innermost open call over a segment at
+--   depth d is the last call started at level d, an ASOF join. A rank is perfectly nested
+--   when no call ends after its parent (the last call started one level up before it).
+-- * otherwise: each segment range-joined to every call open over it (an IEJoin on one global
+--   axis where each rank has its own stretch), the latest started one winning.
 CREATE OR REPLACE VIEW cpu_compute_segments AS
-WITH tree AS (
-    SELECT
-        e.study, e.run_id, e.rank,
-        e.ts_unix_ns AS start_ns,
-        e.ts_unix_ns + e.dur_ns AS end_ns,
-        e.kind = 'cpu_op'
-            AND NOT (
-                starts_with(e.name, 'c10d::') OR starts_with(e.name, '_c10d_functional::')
-                OR starts_with(e.name, 'gloo:') OR starts_with(e.name, 'nccl:')
-                OR starts_with(e.name, 'record_param_comms')
-            ) AS is_compute
-    FROM events AS e
-    JOIN cpu_main_threads AS m
-        ON e.study = m.study AND e.run_id = m.run_id AND e.rank = m.rank
-        AND e.pid = m.pid AND e.tid = m.tid
-    WHERE NOT starts_with(e.name, 'gloo:') AND e.dur_ns > 0
+WITH crossed_ranks AS (
+    SELECT DISTINCT child.rank_key
+    FROM cpu_calls AS child
+    ASOF JOIN cpu_calls AS parent
+        ON child.rank_key = parent.rank_key
+        AND child.level - 1 = parent.level
+        AND child.call_order > parent.call_order
+    WHERE child.end_ns > parent.end_ns
 ),
-axis AS (
-    SELECT
-        study, run_id, rank,
-        min(start_ns) AS origin_ns,
-        row_number() OVER (ORDER BY study, run_id, rank) - 1 AS lane
-    FROM tree
-    GROUP BY study, run_id, rank
+nested_innermost AS (
+    SELECT s.rank_key, s.start_ns, s.end_ns, c.is_compute
+    FROM cpu_call_segments AS s
+    ASOF JOIN cpu_calls AS c
+        ON s.rank_key = c.rank_key AND s.depth = c.level AND s.last_started >= c.call_order
+    ANTI JOIN crossed_ranks AS x ON s.rank_key = x.rank_key
 ),
-stride AS (
-    SELECT max(t.end_ns - a.origin_ns) + 1 AS ns
-    FROM tree AS t
-    JOIN axis AS a ON t.study = a.study AND t.run_id = a.run_id AND t.rank = a.rank
+lanes AS (
+    SELECT
+        c.rank_key,
+        min(c.start_ns) AS origin_ns,
+        sum(max(c.end_ns) - min(c.start_ns) + 1) OVER (ORDER BY c.rank_key)
+            - (max(c.end_ns) - min(c.start_ns) + 1) AS lane_start
+    FROM cpu_calls AS c
+    SEMI JOIN crossed_ranks AS x ON c.rank_key = x.rank_key
+    GROUP BY c.rank_key
 ),
 placed AS (
     SELECT
-        t.*,
-        a.lane * s.ns + (t.start_ns - a.origin_ns) AS g_start,
-        a.lane * s.ns + (t.end_ns - a.origin_ns) AS g_end,
-        row_number() OVER (
-            PARTITION BY t.study, t.run_id, t.rank
-            ORDER BY t.start_ns, t.end_ns DESC, t.is_compute
-        ) AS depth_order
-    FROM tree AS t
-    JOIN axis AS a ON t.study = a.study AND t.run_id = a.run_id AND t.rank = a.rank
-    CROSS JOIN stride AS s
+        c.call_order, c.is_compute,
+        l.lane_start + (c.start_ns - l.origin_ns) AS g_start,
+        l.lane_start + (c.end_ns - l.origin_ns) AS g_end
+    FROM cpu_calls AS c
+    JOIN lanes AS l ON c.rank_key = l.rank_key
 ),
-bounds AS (
-    SELECT study, run_id, rank, g_start AS g, start_ns AS t FROM placed
-    UNION
-    SELECT study, run_id, rank, g_end AS g, end_ns AS t FROM placed
-),
-segments AS (
-    SELECT
-        study, run_id, rank, g, t AS seg_start_ns,
-        lead(t) OVER (PARTITION BY study, run_id, rank ORDER BY t) AS seg_end_ns
-    FROM bounds
+crossed_innermost AS (
+    SELECT s.rank_key, s.start_ns, s.end_ns, arg_max(p.is_compute, p.call_order) AS is_compute
+    FROM cpu_call_segments AS s
+    JOIN lanes AS l ON s.rank_key = l.rank_key
+    JOIN placed AS p
+        ON p.g_start <= l.lane_start + (s.start_ns - l.origin_ns)
+        AND p.g_end > l.lane_start + (s.start_ns - l.origin_ns)
+    GROUP BY s.rank_key, s.start_ns, s.end_ns
 ),
 innermost AS (
-    SELECT
-        s.study, s.run_id, s.rank, s.seg_start_ns, s.seg_end_ns,
-        arg_max(p.is_compute, p.depth_order) AS is_compute
-    FROM segments AS s
-    JOIN placed AS p ON p.g_start <= s.g AND p.g_end > s.g
-    WHERE s.seg_end_ns IS NOT NULL
-    GROUP BY s.study, s.run_id, s.rank, s.seg_start_ns, s.seg_end_ns
+    SELECT * FROM nested_innermost
+    UNION ALL
+    SELECT * FROM crossed_innermost
+),
+rank_keys AS (
+    SELECT DISTINCT study, run_id, rank, rank_key FROM cpu_calls
 )
-SELECT study, run_id, rank, seg_start_ns AS start_ns, seg_end_ns AS end_ns
-FROM innermost
-WHERE is_compute;
+SELECT k.study, k.run_id, k.rank, i.start_ns, i.end_ns
+FROM innermost AS i
+JOIN rank_keys AS k ON i.rank_key = k.rank_key
+WHERE i.is_compute;

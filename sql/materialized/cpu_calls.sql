@@ -1,0 +1,51 @@
+-- The main thread's call tree of every CPU-only rank, one row per call, with its level: the
+-- depth just after it starts (at one instant ends come first, intervals being half-open, then
+-- starts in call order). call_order ranks calls by start, then longer first, then an
+-- annotation before a cpu_op, so the call that started last is the highest call_order.
+-- gloo:* spans are left out of the tree (they overlap other calls without nesting).
+-- A TABLE, refreshed by the warehouse after ingest: the ASOF joins of cpu_compute_segments are
+-- fast on tables and very slow on the same rows computed inside one query.
+CREATE OR REPLACE TABLE cpu_calls AS
+WITH tree AS (
+    SELECT
+        e.study, e.run_id, e.rank,
+        e.ts_unix_ns AS start_ns,
+        e.ts_unix_ns + e.dur_ns AS end_ns,
+        e.kind = 'cpu_op'
+            AND NOT (
+                starts_with(e.name, 'c10d::') OR starts_with(e.name, '_c10d_functional::')
+                OR starts_with(e.name, 'gloo:') OR starts_with(e.name, 'nccl:')
+                OR starts_with(e.name, 'record_param_comms')
+            ) AS is_compute
+    FROM events AS e
+    JOIN cpu_main_threads AS m
+        ON e.study = m.study AND e.run_id = m.run_id AND e.rank = m.rank
+        AND e.pid = m.pid AND e.tid = m.tid
+    WHERE NOT starts_with(e.name, 'gloo:') AND e.dur_ns > 0
+),
+ordered AS (
+    SELECT
+        *,
+        CAST(dense_rank() OVER (ORDER BY study, run_id, rank) AS BIGINT) AS rank_key,
+        CAST(row_number() OVER (
+            PARTITION BY study, run_id, rank ORDER BY start_ns, end_ns DESC, is_compute
+        ) AS BIGINT) AS call_order
+    FROM tree
+),
+points AS (
+    SELECT rank_key, start_ns AS t, 1 AS delta, call_order FROM ordered
+    UNION ALL
+    SELECT rank_key, end_ns, -1, NULL FROM ordered
+),
+levels AS (
+    SELECT
+        rank_key, call_order,
+        CAST(sum(delta) OVER (
+            PARTITION BY rank_key ORDER BY t, delta, call_order ROWS UNBOUNDED PRECEDING
+        ) AS BIGINT) AS level,
+        delta
+    FROM points
+)
+SELECT o.study, o.run_id, o.rank, o.rank_key, o.call_order, l.level, o.start_ns, o.end_ns, o.is_compute
+FROM ordered AS o
+JOIN levels AS l ON l.rank_key = o.rank_key AND l.call_order = o.call_order AND l.delta = 1;
