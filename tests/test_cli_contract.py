@@ -48,8 +48,7 @@ def test_pipeline_and_reports_never_import_torch() -> None:
         for folder in ("pipeline", "reports")
         for path in (REPO / folder).rglob("*.py")
         if any(
-            line.strip().startswith(("import torch", "from torch"))
-            for line in path.read_text().splitlines()
+            line.strip().startswith(("import torch", "from torch")) for line in path.read_text().splitlines()
         )
     ]
     assert offenders == []

@@ -23,7 +23,7 @@ create_views(CON)
 
 
 def oracle_compute_us(events: list[dict]) -> float:
-    """Count 1 µs cells whose innermost open event (started last; ties: ends first, then cpu_op) is compute."""
+    """Count 1 µs cells whose innermost open call (started last; ties: ends first, then cpu_op) computes."""
     ordered = sorted(
         events, key=lambda e: (e["ts_unix_ns"], -e["dur_ns"], e["name"] == "aten::mm")
     )  # the last open one in this order is the innermost
