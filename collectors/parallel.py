@@ -134,7 +134,8 @@ def build_replica(model: Llama, spec: RunSpec, mesh: DeviceMesh, device: torch.d
         return pipeline_replica(model, spec, mesh, device, autocast)
     module: nn.Module = model
     dp_rank = 0
-    if spec.strategy == "ddp":
+    if spec.strategy == "ddp" and spec.world_size > 1:
+        # One replica has nothing to all-reduce: world size 1 is the plain single-device baseline.
         # The only buffers are the constant rotary tables: broadcasting them each step is waste.
         module = DistributedDataParallel(model, broadcast_buffers=False)
         # A Python comm hook puts DDP's all-reduce through torch.distributed, where it is labelled.
