@@ -6,7 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from conftest import REPO
+from testdata import REPO
 from tracehouse.pipeline.cli import build_parser
 
 DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from analysis_marts_fixture import study_db
 from analysis_rawdb import parsed_db, rows
-from conftest import shared_path
+from testdata import shared_path
 from tracehouse.pipeline.view_docs import DOC_PATH, load_contracts, render
 
 CONTRACTS = load_contracts()

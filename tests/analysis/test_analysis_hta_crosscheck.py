@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from analysis_rawdb import parsed_db, rows
-from conftest import SHARED_DATA, shared_path
+from testdata import SHARED_DATA, shared_path
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES
+from testdata import SAMPLE_TRACES
 
 pytestmark = pytest.mark.slow
 

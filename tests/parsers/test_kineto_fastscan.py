@@ -6,7 +6,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA, shared_path
+from testdata import SHARED_DATA, shared_path
 from tracebuilder import cpu_op, kernel, process_name, runtime, thread_name, write_trace
 from tracehouse.pipeline.parsers.kineto import parse_trace
 from tracehouse.pipeline.parsers.kineto_fastscan import available

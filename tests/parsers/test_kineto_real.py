@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import SHARED_DATA, shared_path
+from testdata import SHARED_DATA, shared_path
 from tracehouse.pipeline.parsers.kineto import parse_trace
 from tracehouse.pipeline.schema import COLLECTIVES, EVENTS, PROCESS_GROUPS, STEPS, THREADS
 

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import shared_path
 from fake_tools import install_fake_tool
+from testdata import shared_path
 from tracehouse.collectors.power import PowerSourceError, SamplerConfig, capture_power
 from tracehouse.collectors.power.nvml import NvmlSampler
 from tracehouse.pipeline.parsers.power import parse_power_log

@@ -6,7 +6,7 @@ import time
 
 import polars as pl
 import pytest
-from conftest import shared_path
+from testdata import shared_path
 from tracehouse.pipeline.errors import PowerLogError
 from tracehouse.pipeline.parsers.power import parse_power_log
 from tracehouse.pipeline.schema import POWER_SAMPLES

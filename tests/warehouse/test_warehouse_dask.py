@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared_path
+from testdata import shared_path
 from tracehouse.pipeline.ingest import ingest
 from tracehouse.pipeline.manifest import PowerCapture, RunManifest
 from wh_helpers import checksums, count, write_trace

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import polars as pl
-from conftest import shared_path
+from testdata import shared_path
 from tracehouse.pipeline.cli import main
 from tracehouse.pipeline.ingest import hash_file, ingest
 from tracehouse.pipeline.manifest import PowerCapture, RunManifest
