@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from tracehouse.pipeline.errors import TracehouseError
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     except TracehouseError as exc:
         print(f"tracehouse {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as command-line tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print(f"tracehouse {args.command}: interrupted", file=sys.stderr)
         return 130

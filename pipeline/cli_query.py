@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import decimal
 import json
+import math
 import sys
 from typing import Any
 
@@ -65,6 +66,12 @@ def query(warehouse: str, sql: str) -> tuple[list[str], list[tuple]]:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
@@ -75,12 +82,13 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return value
+    return str(value)  # UUID and other types JSON cannot hold
 
 
 def print_json(columns: list[str], rows: list[tuple]) -> None:
     """An array of row objects."""
-    print(json.dumps([{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows], indent=1))
+    objects = [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+    print(json.dumps(objects, indent=1, allow_nan=False))
 
 
 def print_csv(columns: list[str], rows: list[tuple]) -> None:

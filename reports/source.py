@@ -18,7 +18,7 @@ SNAPSHOT_VIEWS = ("runs", "step_breakdown", "scale_points")
 def open_warehouse(directory: str | Path) -> duckdb.DuckDBPyConnection:
     """Open a warehouse directory read-only, creating missing views first; WarehouseError when impossible."""
     con = warehouse.connect(Path(directory), read_only=True)
-    if not _missing(con):
+    if not _missing(con) and warehouse.views_are_current(con):
         return _quiet(con)
     con.close()
     con = warehouse.open_for_query(Path(directory))

@@ -19,6 +19,7 @@ COMM_KERNEL = r"(?i)^(nccl|rccl|hccl)|ncclkernel|nccldevkernel"
 HOST_COMM = r"^(record_param_comms$|nccl:|gloo:|c10d::|_c10d_functional::|tracehouse\.collective\|)"
 # A superset of comm_mask for the C scanner's once-per-unique-name test (comm_mask still decides).
 COMM_PREFILTER = re.compile(r"(?i)nccl|rccl|hccl|record_param_comms|gloo:|c10d|tracehouse\.collective\|")
+_PREFILTER_LOWER = re.compile(COMM_PREFILTER.pattern.removeprefix("(?i)"))
 
 _NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
 
@@ -84,6 +85,17 @@ def _str(v: Any) -> str | None:
     if isinstance(v, str):
         return v
     return str(v) if type(v) is int else None
+
+
+def comm_prefilter(name: str) -> bool:
+    """COMM_PREFILTER's answer for one name.
+
+    ASCII names are lowercased and matched case-sensitively: 6x faster than `(?i)` on the long
+    Python-stack names of some traces; other names keep the Unicode case-insensitive regex.
+    """
+    if name.isascii():
+        return _PREFILTER_LOWER.search(name.lower()) is not None
+    return COMM_PREFILTER.search(name) is not None
 
 
 def candidate_rows(names: pl.Series) -> list[int]:

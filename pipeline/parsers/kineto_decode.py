@@ -11,7 +11,6 @@ column (`loose=True`): slower, but it parses.
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
 import re
@@ -21,6 +20,7 @@ from typing import Any
 
 import msgspec
 from tracehouse.pipeline.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto_gunzip import gunzip
 
 # (attribute, JSON key, fast-path type). Declared once: these args become columns. Only the
 # hot, always-numeric keys are typed; the rare ones (a few events per step) are `Any` and
@@ -129,7 +129,7 @@ def read_bytes(path: Path) -> bytes | mmap.mmap:
         raise TraceFormatError(path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}") from None
     if gz:
         try:
-            data = gzip.decompress(data)
+            data = gunzip(data)
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceFormatError(path, f"corrupt gzip data: {exc}") from None
     if not first_byte(data):  # nothing but whitespace (a regex match: no copy of the buffer)

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.ma  # Polars imports it on its first numpy Series: pay that at import, once
 import polars as pl
 from tracehouse.pipeline.parsers.kineto_chunks import CHUNK_EVENTS
-from tracehouse.pipeline.parsers.kineto_commargs import COMM_PREFILTER, comm_args_rows
+from tracehouse.pipeline.parsers.kineto_commargs import comm_args_rows, comm_prefilter
 from tracehouse.pipeline.parsers.kineto_decode import (
     ARG_FIELDS,
     TopLevelFields,
@@ -63,7 +63,7 @@ def scan_trace(data: bytes) -> Scanned | None:
     if _kineto_scan is None:
         return None
     try:
-        cols = _kineto_scan.scan(data, _SIDE_KEYS, COMM_PREFILTER.search)
+        cols = _kineto_scan.scan(data, _SIDE_KEYS, comm_prefilter)
     except ValueError:
         return None
     fields = _top_fields(data, cols["top"])

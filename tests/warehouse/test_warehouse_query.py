@@ -88,3 +88,28 @@ def test_missing_warehouse_is_one_line(capsys, tmp_path):
 def test_sql_error_is_one_line(capsys, wh):
     code, _, err = run_query(capsys, wh, "SELECT nope FROM traces", "table")
     assert code == 2 and err.count("\n") == 1 and "nope" in err
+
+
+def test_json_stays_valid_for_any_column_type(capsys, wh):
+    uuid = "00000000-0000-0000-0000-000000000001"
+    sql = f"SELECT INTERVAL 3 SECOND AS i, 'nan'::DOUBLE AS n, 'inf'::DOUBLE AS f, '{uuid}'::UUID AS u"
+    code, out, _ = run_query(capsys, wh, sql, "json")
+    assert code == 0
+    # strict JSON: NaN / infinity become null, an interval its seconds, a UUID its text
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == [
+        {"i": 3.0, "n": None, "f": None, "u": uuid}
+    ]
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(wh):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tracehouse.pipeline.cli", "query", "SELECT * FROM range(200000)"]
+    proc = subprocess.Popen(
+        [*command, "--warehouse", str(wh), "--format", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and "Traceback" not in err
