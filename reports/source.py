@@ -18,7 +18,7 @@ SNAPSHOT_VIEWS = ("runs", "step_breakdown", "scale_points")
 def open_warehouse(directory: str | Path) -> duckdb.DuckDBPyConnection:
     """Open a warehouse directory read-only, creating missing views first; WarehouseError when impossible."""
     con = warehouse.connect(Path(directory), read_only=True)
-    if not _missing(con) and warehouse.views_are_current(con):
+    if not _missing(con) and not _stale(con):
         return _quiet(con)
     con.close()
     con = warehouse.open_for_query(Path(directory))
@@ -27,6 +27,11 @@ def open_warehouse(directory: str | Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise WarehouseError(f"{directory}: the warehouse has no view(s) {', '.join(missing)}")
     return _quiet(con)
+
+
+def _stale(con: duckdb.DuckDBPyConnection) -> bool:
+    """A full warehouse whose views or tables predate its SQL or data (e.g. a comm pattern added by hand)."""
+    return not warehouse.missing_relations(con) and not warehouse.views_are_current(con)
 
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
