@@ -11,6 +11,8 @@ from __future__ import annotations
 # (most specific first), case-insensitively, as substrings.
 PEAK_FLOPS: dict[str, dict[str, float]] = {
     "H100 PCIe": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
+    "H100 NVL": {"bf16": 835.5e12, "fp16": 835.5e12, "tf32": 417.5e12, "fp32": 60e12},
+    "H200 NVL": {"bf16": 835.5e12, "fp16": 835.5e12, "tf32": 417.5e12, "fp32": 60e12},
     "H100": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
     "H200": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
     "B200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1100e12, "fp32": 80e12},  # HGX B200, 1000 W

@@ -42,11 +42,11 @@ class RunManifest:
     seq_len: int | None = None
     tokens_per_step: int | None = None  # global_batch * seq_len
     strategy: str | None = None  # ddp | fsdp | tp | pp | fsdp_tp
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
+    dp: int | None = None  # parallel degrees; None when not stated (a hand-written manifest)
+    tp: int | None = None
+    pp: int | None = None
     world_size: int | None = None
-    nodes: int = 1
+    nodes: int | None = None  # None: the warehouse counts the traces' hosts
     devices_per_node: int | None = None
     device_type: str | None = None  # cuda | cpu | rocm
     device_name: str | None = None  # e.g. "NVIDIA H200"
@@ -69,10 +69,11 @@ class RunManifest:
     def __post_init__(self) -> None:
         if not self.study or not self.run_id:
             raise ValueError("a run manifest needs a non-empty study and run_id")
-        if self.world_size is not None and self.dp * self.tp * self.pp != self.world_size:
-            raise ValueError(
-                f"dp*tp*pp = {self.dp}*{self.tp}*{self.pp} does not equal world_size {self.world_size}"
-            )
+        degrees = (self.dp, self.tp, self.pp)
+        if self.world_size is not None and any(d is not None for d in degrees):
+            dp, tp, pp = (d or 1 for d in degrees)  # an unstated degree is 1
+            if dp * tp * pp != self.world_size:
+                raise ValueError(f"dp*tp*pp = {dp}*{tp}*{pp} does not equal world_size {self.world_size}")
         if self.tokens_per_step is None and self.global_batch and self.seq_len:
             self.tokens_per_step = self.global_batch * self.seq_len
 

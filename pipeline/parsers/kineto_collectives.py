@@ -93,7 +93,9 @@ def _resolve(rows: pl.DataFrame, top: TopLevel, source: str, own: bool) -> pl.Da
         pl.coalesce(pick("group_size"), pl.lit(single["group_size"], pl.Int64)).alias("group_size"),
         pl.coalesce(pick("pg_name"), pl.lit(single["process_group"], pl.String)).alias("process_group"),
         pl.coalesce(pick("pg_desc"), pl.lit(single["pg_desc"], pl.String)).alias("pg_desc"),
-        pl.coalesce(pick("seq"), pl.col("rpc_sequence_number")).alias("seq"),
+        # Only a collective's own sequence number: the ops' "Sequence number" arg is autograd's,
+        # and a wrong seq would match instances confidently but wrongly (order matching is safe).
+        pick("seq").alias("seq"),
         pl.max_horizontal(pick("in_nelems"), pick("out_nelems")).alias("nelems"),
     )
     shape_nelems = (

@@ -45,3 +45,10 @@ def test_module_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_nvl_parts_are_not_given_the_sxm_peak():
+    from tracehouse.collectors.hardware import peak_flops
+
+    assert peak_flops("NVIDIA H100 NVL", "bf16") == 835.5e12
+    assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == 989.4e12
