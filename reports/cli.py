@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracehouse.pipeline.errors import TracehouseError
+
 if TYPE_CHECKING:  # altair takes seconds to import: only the report commands pay for it
     from tracehouse.reports.build import ReportResult
 
@@ -73,5 +75,7 @@ def _analyze_into(args: argparse.Namespace, warehouse: Path, ingest: Callable[..
     summary = ingest(args.paths, warehouse, study=args.study, run=args.run, scheduler=args.scheduler)
     for path, reason in summary.failed:
         print(f"tracehouse analyze: could not load {path}: {reason}", file=sys.stderr)
+    if summary.loaded + summary.skipped == 0:
+        raise TracehouseError("no trace was loaded, so there is nothing to report")
     _print_result(build_report(warehouse, args.output, study=args.study, png_dir=args.png))
     return summary.exit_code

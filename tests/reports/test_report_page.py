@@ -131,3 +131,12 @@ def test_unknown_study_and_missing_warehouse_are_one_line_errors(
     assert main(["report", "--warehouse", str(tmp_path / "none"), "-o", str(tmp_path / "x.html")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no warehouse here" in err
+
+
+def test_analyze_with_nothing_loadable_says_so(tmp_path, capsys):
+    from tracehouse.pipeline.cli import main
+
+    code = main(["analyze", str(tmp_path / "none"), "-o", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not (tmp_path / "r.html").exists()
+    assert err[-1] == "tracehouse analyze: error: no trace was loaded, so there is nothing to report"
