@@ -6,7 +6,7 @@
 CREATE OR REPLACE TABLE gpu_events AS
 WITH device_events AS (
     SELECT
-        study, run_id, rank, kind, name, stream,
+        study, run_id, rank, kind, name, stream, device,
         ts_unix_ns AS start_ns,
         ts_unix_ns + dur_ns AS end_ns,
         launch_ts_unix_ns AS launch_ns,
@@ -35,5 +35,5 @@ classified AS (
     FROM device_events AS d
     LEFT JOIN user_comm_names AS u ON d.name = u.name
 )
-SELECT study, run_id, rank, class, kind, name, stream, start_ns, end_ns, launch_ns
+SELECT study, run_id, rank, class, kind, name, stream, device, start_ns, end_ns, launch_ns
 FROM classified;

@@ -99,3 +99,18 @@ def test_runs_from_traces_without_manifest(con):
         {"run_id": "r1", "world_size": 1, "nodes": 1, "model": "tiny"},
         {"run_id": "r2", "world_size": 2, "nodes": 1, "model": "tiny"},
     ]
+
+
+def test_energy_counts_only_the_runs_own_devices():
+    from analysis_rawdb import kernel, raw_db, step
+
+    events = [kernel("gemm", 0, 100, launch_us=0, device=0)]
+    power = [  # the sampler logged both GPUs of the host; the run used GPU 0 only
+        {"host": "h", "device": dev, "ts_unix_ns": t * 1000, "power_w": watts, "source": "nvidia-smi"}
+        for dev, watts in ((0, 100.0), (1, 300.0))
+        for t in (0, 200)
+    ]
+    con = raw_db(steps=[step(1, 0, 100)], events=events, power=power)
+    # window [0, 100) µs at a flat 100 W on GPU 0: 100 W x 100e-6 s = 0.01 J; GPU 1 is not the run's
+    got = rows(con, "SELECT device, energy_j FROM step_energy")
+    assert [r["device"] for r in got] == [0] and got[0]["energy_j"] == pytest.approx(0.01)

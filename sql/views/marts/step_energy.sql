@@ -3,9 +3,28 @@
 -- cumulative counter's difference where every sample covering the window has one (method
 -- 'counter'), else the trapezoid integral of power (method 'trapezoid'); both interpolate
 -- linearly at the window edges. A window not fully covered by samples gets NULL energy.
+-- Only the run's own devices count: samplers log every GPU of a host, so when the run's GPU
+-- events name their device (args.device), samples of other devices (and, where both hosts are
+-- known, other hosts) are left out; a run whose devices are unknown keeps every sample.
 -- Grain: one row per (study, run_id, step, host, device, source).
 CREATE OR REPLACE VIEW step_energy AS
-WITH run_steps AS (
+WITH run_devices AS (
+    SELECT DISTINCT g.study, g.run_id, t.host, g.device
+    FROM gpu_events AS g
+    LEFT JOIN traces AS t ON g.study = t.study AND g.run_id = t.run_id AND g.rank = t.rank
+    WHERE g.device IS NOT NULL
+),
+run_samples AS (
+    SELECT p.*
+    FROM power_samples AS p
+    WHERE NOT EXISTS (SELECT 1 FROM run_devices AS d WHERE d.study = p.study AND d.run_id = p.run_id)
+        OR EXISTS (
+            SELECT 1 FROM run_devices AS d
+            WHERE d.study = p.study AND d.run_id = p.run_id AND d.device = p.device
+                AND (d.host IS NULL OR p.host IS NULL OR d.host = p.host)
+        )
+),
+run_steps AS (
     SELECT study, run_id, step, min(start_ns) AS start_ns, max(start_ns + window_ns) AS end_ns
     FROM window_breakdown
     WHERE scope = 'step'
@@ -18,7 +37,7 @@ pieces AS (
         lead(ts_unix_ns) OVER w AS t1,
         lead(power_w) OVER w AS p1,
         lead(energy_counter_j) OVER w AS e1
-    FROM power_samples
+    FROM run_samples
     WINDOW w AS (PARTITION BY study, run_id, host, device, source ORDER BY ts_unix_ns)
 ),
 clipped AS (
