@@ -43,28 +43,38 @@ def breakdown_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
     return pl.concat(parts).sort("strategy", "world_size", "part_order")
 
 
+def _stacked_bars(rows: pl.DataFrame, y: alt.Y, tooltip: list, height: int) -> alt.Chart:
+    """Bars per scale point, stacked compute / exposed comm / other / idle in a fixed order."""
+    return (
+        chart_kit.only_chosen_strategy(alt.Chart(rows))
+        .mark_bar()
+        .encode(
+            x=alt.X("world_size:O", title="devices", axis=alt.Axis(labelAngle=0)),
+            y=y,
+            color=chart_kit.part_colour(),
+            order=alt.Order("part_order:Q", sort="ascending"),
+            tooltip=tooltip,
+        )
+        .properties(width=chart_kit.WIDTH, height=height)
+    )
+
+
 def step_breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
     """Stacked bars: compute / exposed communication / other / idle ms per step, per scale point."""
     rows = breakdown_rows(con, study)
     if rows.is_empty():
         return None
-    bars = (
-        chart_kit.only_chosen_strategy(alt.Chart(rows))
-        .mark_bar()
-        .encode(
-            x=alt.X("world_size:O", title="devices", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("sum(ms):Q", title="ms per step", stack="zero"),
-            color=chart_kit.part_colour(),
-            order=alt.Order("part_order:Q", sort="ascending"),
-            tooltip=[
-                alt.Tooltip("run_id:N", title="run"),
-                alt.Tooltip("part:N"),
-                alt.Tooltip("ms:Q", format=".2f", title="ms"),
-                alt.Tooltip("share:Q", format=".1%", title="share of step"),
-                alt.Tooltip("step_ms:Q", format=".2f", title="step ms"),
-            ],
-        )
-        .properties(width=chart_kit.WIDTH, height=chart_kit.HEIGHT)
+    bars = _stacked_bars(
+        rows,
+        alt.Y("sum(ms):Q", title="ms per step", stack="zero"),
+        [
+            alt.Tooltip("run_id:N", title="run"),
+            alt.Tooltip("part:N"),
+            alt.Tooltip("ms:Q", format=".2f", title="ms"),
+            alt.Tooltip("share:Q", format=".1%", title="share of step"),
+            alt.Tooltip("step_ms:Q", format=".2f", title="step ms"),
+        ],
+        chart_kit.HEIGHT,
     )
     return chart_kit.with_strategy_signal(
         bars.facet(column=alt.Column("strategy:N", title=None, header=alt.Header(labelFontSize=13)))
@@ -76,16 +86,10 @@ def breakdown_share_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.Top
     rows = breakdown_rows(con, study)
     if rows.is_empty():
         return None
-    bars = (
-        chart_kit.only_chosen_strategy(alt.Chart(rows))
-        .mark_bar()
-        .encode(
-            x=alt.X("world_size:O", title="devices", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("sum(share):Q", title="share of step", stack="normalize", axis=alt.Axis(format="%")),
-            color=chart_kit.part_colour(),
-            order=alt.Order("part_order:Q", sort="ascending"),
-            tooltip=[alt.Tooltip("run_id:N", title="run"), "part:N", alt.Tooltip("share:Q", format=".1%")],
-        )
-        .properties(width=chart_kit.WIDTH, height=160)
+    bars = _stacked_bars(
+        rows,
+        alt.Y("sum(share):Q", title="share of step", stack="normalize", axis=alt.Axis(format="%")),
+        [alt.Tooltip("run_id:N", title="run"), "part:N", alt.Tooltip("share:Q", format=".1%")],
+        160,
     )
     return chart_kit.with_strategy_signal(bars.facet(column=alt.Column("strategy:N", title=None)))
