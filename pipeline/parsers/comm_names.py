@@ -132,11 +132,6 @@ def dtype_name(text: str | None) -> str | None:
     return _DTYPE_BY_SPELLING.get(key, key)
 
 
-def map_unique(column: pl.Expr, fn: object, name: str) -> pl.Expr:
-    """Apply a str -> str function to a small frame's column (element-wise on unique values)."""
-    return column.map_elements(fn, return_dtype=pl.String, skip_nulls=True).alias(name)
-
-
 def dtype_bytes(dtype: pl.Expr) -> pl.Expr:
     """Size in bytes of a normalised dtype column (NULL when unknown)."""
     return dtype.replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)

@@ -28,8 +28,8 @@ of `distributedInfo.pg_config` when there is exactly one.
 from __future__ import annotations
 
 import polars as pl
-from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, kernel_op, map_unique, op_name
-from tracehouse.pipeline.parsers.kineto_commargs import COMM_KERNEL
+from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, kernel_op, op_name
+from tracehouse.pipeline.parsers.kineto_commargs import COMM_KERNEL, by_unique
 from tracehouse.pipeline.parsers.kineto_gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_spans import enclosing
@@ -84,12 +84,12 @@ def _resolve(rows: pl.DataFrame, top: TopLevel, source: str, own: bool) -> pl.Da
         own_col = [pl.col(col)] if own else []
         return pl.coalesce([*own_col, pl.col(f"rpc_{col}")])
 
-    ann_op = map_unique(pl.col("ann_name"), op_name, "ann_op")
-    name_op = map_unique(pl.col("name"), kernel_op if own else op_name, "name_op")
-    coll = map_unique(pick("collective_name"), op_name, "coll_op")
+    ann_op = by_unique(pl.col("ann_name"), op_name, "ann_op")
+    name_op = by_unique(pl.col("name"), kernel_op if own else op_name, "name_op")
+    coll = by_unique(pick("collective_name"), op_name, "coll_op")
     frame = rows.with_columns(ann_op, name_op, coll).with_columns(
         pl.coalesce("coll_op", "ann_op", "name_op").alias("op"),
-        map_unique(pl.coalesce(pick("dtype"), pl.col("ann_input_type")), dtype_name, "dtype"),
+        by_unique(pl.coalesce(pick("dtype"), pl.col("ann_input_type")), dtype_name, "dtype"),
         pl.coalesce(pick("group_size"), pl.lit(single["group_size"], pl.Int64)).alias("group_size"),
         pl.coalesce(pick("pg_name"), pl.lit(single["process_group"], pl.String)).alias("process_group"),
         pl.coalesce(pick("pg_desc"), pl.lit(single["pg_desc"], pl.String)).alias("pg_desc"),
@@ -155,7 +155,7 @@ def collectives_frame(full: pl.DataFrame, comm_args: pl.DataFrame, top: TopLevel
         return pl.DataFrame(schema=COLLECTIVES)
     comm = _comm(full, comm_args)
     parts = [kernel_rows(full, comm, top)]
-    if parts[0].is_empty():
+    if parts[0].is_empty() and comm["name"].str.starts_with("nccl:").any():
         parts.append(annotation_rows(comm, top))
     parts.append(gloo_rows(comm, top))
     return pl.concat(parts, how="vertical").sort("ts_unix_ns", maintain_order=True)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import polars as pl
 from tracehouse.pipeline import comm_label
-from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, map_unique, op_name
+from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, op_name
+from tracehouse.pipeline.parsers.kineto_commargs import by_unique
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
@@ -43,8 +44,8 @@ def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     spans = enclosing(spans, "ts_unix_ns", ops, "op_")
     single = top.pg_config[0].get("pg_size") if len(top.pg_config) == 1 else None
     spans = spans.with_columns(
-        map_unique(pl.col("name"), op_name, "key_op"),
-        map_unique(pl.coalesce("input_type", "op_input_type"), dtype_name, "dtype"),
+        by_unique(pl.col("name"), op_name, "key_op"),
+        by_unique(pl.coalesce("input_type", "op_input_type"), dtype_name, "dtype"),
         pl.lit(single if type(single) is int else None, pl.Int64).alias("group_size"),
     )
     payload = (
@@ -79,7 +80,7 @@ def _from_label(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         pl.col("label_pg_desc").alias("pg_desc"),
         pl.col("label_seq").alias("seq"),
         pl.col("label_bytes").alias("bytes"),
-        map_unique(pl.col("label_dtype"), dtype_name, "dtype"),
+        by_unique(pl.col("label_dtype"), dtype_name, "dtype"),
         pl.col("label_group_size").alias("group_size"),
         pl.lit(source).alias("source"),
     ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
