@@ -51,6 +51,18 @@ def is_dcgm_blank(value: float) -> bool:
     return FP64_BLANK <= value < FP64_BLANK + FP64_BLANK_SPAN or value >= float(INT64_BLANK)
 
 
+def dcgm_number(path: Path, number: int, text: str, what: str) -> float | None:
+    """A DCGM value (int or float text) as a float; None for NaN and DCGM's blank sentinels."""
+    try:
+        value: float = int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise PowerLogError(path, f"line {number}: {what} {text!r} is not a number") from None
+    return None if value != value or is_dcgm_blank(value) else float(value)
+
+
 def divided(series: pl.Series, divisor: float) -> pl.Series:
     """series / divisor, correctly rounded (polars gives 59/1000 = 0.059000000000000004)."""
     values = series.cast(pl.Float64).to_numpy() / divisor  # NULL -> NaN -> NULL again below

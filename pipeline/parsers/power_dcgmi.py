@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.errors import PowerLogError
-from tracehouse.pipeline.parsers.power_common import is_dcgm_blank, samples_frame
+from tracehouse.pipeline.parsers.power_common import dcgm_number, samples_frame
 
 DCGMI_CLOCK = "host-realtime-at-read"
 
@@ -35,14 +35,7 @@ def parse_value(path: Path, number: int, text: str) -> float | None:
     """One dmon cell as a number; None for N/A and DCGM's blank sentinels."""
     if text in MISSING_TEXT:
         return None
-    try:
-        value: float = int(text)
-    except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise PowerLogError(path, f"line {number}: dmon value {text!r} is not a number") from None
-    return None if is_dcgm_blank(value) else float(value)
+    return dcgm_number(path, number, text, "dmon value")
 
 
 def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str | None) -> pl.DataFrame:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.errors import PowerLogError
-from tracehouse.pipeline.parsers.power_common import is_dcgm_blank, samples_frame
+from tracehouse.pipeline.parsers.power_common import dcgm_number, samples_frame
 
 SAMPLE_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
 LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -59,14 +59,7 @@ def parse_prometheus(path: Path, text: str, *, host: str | None) -> pl.DataFrame
 
 def number_or_none(path: Path, number: int, text: str) -> float | None:
     """A sample value; None for NaN and DCGM's blank sentinels exported as numbers."""
-    try:
-        value: float = int(text)
-    except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise PowerLogError(path, f"line {number}: value {text!r} is not a number") from None
-    return None if value != value or is_dcgm_blank(value) else float(value)
+    return dcgm_number(path, number, text, "value")
 
 
 def to_frame(path: Path, samples: dict, *, host: str | None) -> pl.DataFrame:
