@@ -10,6 +10,7 @@ from tracehouse.pipeline.errors import WarehouseError
 from tracehouse.pipeline.manifest import RunManifest
 from tracehouse.pipeline.sql_runner import SqlFile, dependencies, dependency_order, load_sql_files
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
+from wh_helpers import CONTENT_TABLES
 
 VIEW_OF_FOLDER = {"collectives": "collectives_raw"}
 
@@ -17,19 +18,7 @@ VIEW_OF_FOLDER = {"collectives": "collectives_raw"}
 def test_fresh_warehouse_has_every_raw_relation_empty(tmp_path):
     create_warehouse(tmp_path / "wh")
     with open_for_query(tmp_path / "wh") as c:
-        for name in [
-            "events",
-            "steps",
-            "collectives_raw",
-            "threads",
-            "process_groups",
-            "power_samples",
-            "traces",
-            "run_manifests",
-            "ingest_errors",
-            "power_files",
-            "parquet_files",
-        ]:
+        for name in CONTENT_TABLES:
             assert c.sql(f"SELECT count(*) FROM {name}").fetchall() == [(0,)]
 
 
@@ -103,16 +92,5 @@ def test_packaged_tree_orders_without_cycle_and_only_runs_sql_files():
     assert len(names) == len(set(names))
     raw = [x.name for x in files if x.layer == "raw"]
     assert set(names[: len(raw)]) == set(raw)
-    assert set(raw) >= {
-        "events",
-        "steps",
-        "collectives_raw",
-        "threads",
-        "process_groups",
-        "power_samples",
-        "traces",
-        "run_manifests",
-        "ingest_errors",
-        "power_files",
-    }
+    assert set(raw) >= set(CONTENT_TABLES)
     assert not any(x.name.endswith(".contract") for x in files)
