@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-import polars as pl
-
 OPS = (
     "all_reduce",
     "all_gather",
@@ -132,6 +130,6 @@ def dtype_name(text: str | None) -> str | None:
     return _DTYPE_BY_SPELLING.get(key, key)
 
 
-def dtype_bytes(dtype: pl.Expr) -> pl.Expr:
-    """Size in bytes of a normalised dtype column (NULL when unknown)."""
-    return dtype.replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+def dtype_size(dtype: str) -> int | None:
+    """Size in bytes of a normalised dtype (None when unknown)."""
+    return DTYPE_BYTES.get(dtype)

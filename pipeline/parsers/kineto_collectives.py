@@ -28,14 +28,17 @@ of `distributedInfo.pg_config` when there is exactly one.
 from __future__ import annotations
 
 import polars as pl
-from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, kernel_op, op_name
-from tracehouse.pipeline.parsers.kineto_commargs import COMM_KERNEL, by_unique
+from tracehouse.pipeline.parsers.comm_names import dtype_name, dtype_size, kernel_op, op_name
+from tracehouse.pipeline.parsers.kineto_commargs import COMM_KERNEL, per_value
 from tracehouse.pipeline.parsers.kineto_gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
 
 HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
+COLLECTIVES_EXPRS = {c: pl.col(c) for c in COLLECTIVES}
+# What _resolve reads from the enclosing record_param_comms.
+RPC_ARGS = ("collective_name", "dtype", "group_size", "pg_name", "pg_desc", "seq", "in_nelems", "out_nelems")
 
 
 def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pl.DataFrame:
@@ -57,7 +60,9 @@ def _launches(full: pl.DataFrame, correlations: pl.Series) -> pl.DataFrame:
 def _host_context(rows: pl.DataFrame, comm: pl.DataFrame, at: str) -> pl.DataFrame:
     """Attach the enclosing record_param_comms (rpc_*) and nccl:* annotation (ann_*) on the thread."""
     host = comm.filter(pl.col("kind").is_in(HOST_KINDS))
-    rpc = host.filter(pl.col("name") == "record_param_comms").drop("kind", "cat", "_row")
+    rpc = host.filter(pl.col("name") == "record_param_comms").select(
+        "pid", "tid", "ts_unix_ns", "dur_ns", *RPC_ARGS
+    )
     ann = host.filter(pl.col("name").str.starts_with("nccl:")).select(
         "pid", "tid", "ts_unix_ns", "dur_ns", "name", "numel", "input_type"
     )
@@ -84,12 +89,21 @@ def _resolve(rows: pl.DataFrame, top: TopLevel, source: str, own: bool) -> pl.Da
         own_col = [pl.col(col)] if own else []
         return pl.coalesce([*own_col, pl.col(f"rpc_{col}")])
 
-    ann_op = by_unique(pl.col("ann_name"), op_name, "ann_op")
-    name_op = by_unique(pl.col("name"), kernel_op if own else op_name, "name_op")
-    coll = by_unique(pick("collective_name"), op_name, "coll_op")
-    frame = rows.with_columns(ann_op, name_op, coll).with_columns(
-        pl.coalesce("coll_op", "ann_op", "name_op").alias("op"),
-        by_unique(pl.coalesce(pick("dtype"), pl.col("ann_input_type")), dtype_name, "dtype"),
+    texts = rows.select(
+        pick("collective_name").alias("coll"),
+        pl.col("ann_name"),
+        pl.col("name"),
+        pl.coalesce(pick("dtype"), pl.col("ann_input_type")).alias("dtype"),
+    )
+    dtype = per_value(texts["dtype"], dtype_name, "dtype")
+    frame = rows.with_columns(
+        pl.coalesce(
+            per_value(texts["coll"], op_name, "coll_op"),
+            per_value(texts["ann_name"], op_name, "ann_op"),
+            per_value(texts["name"], kernel_op if own else op_name, "name_op"),
+        ).alias("op"),
+        dtype,
+        per_value(dtype, dtype_size, "dtype_bytes", pl.Int64),
         pl.coalesce(pick("group_size"), pl.lit(single["group_size"], pl.Int64)).alias("group_size"),
         pl.coalesce(pick("pg_name"), pl.lit(single["process_group"], pl.String)).alias("process_group"),
         pl.coalesce(pick("pg_desc"), pl.lit(single["pg_desc"], pl.String)).alias("pg_desc"),
@@ -103,10 +117,9 @@ def _resolve(rows: pl.DataFrame, top: TopLevel, source: str, own: bool) -> pl.Da
         .then(pl.col("ann_numel") * pl.col("group_size"))
         .otherwise(pl.col("ann_numel"))
     )
-    return frame.with_columns(
-        (pl.coalesce("nelems", shape_nelems) * dtype_bytes(pl.col("dtype"))).alias("bytes"),
-        pl.lit(source).alias("source"),
-    ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
+    nbytes = pl.coalesce("nelems", shape_nelems) * pl.col("dtype_bytes")
+    columns = {**COLLECTIVES_EXPRS, "bytes": nbytes, "source": pl.lit(source)}
+    return frame.select([expr.cast(COLLECTIVES[c]).alias(c) for c, expr in columns.items()])
 
 
 def kernel_rows(full: pl.DataFrame, comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import polars as pl
 from tracehouse.pipeline import comm_label
-from tracehouse.pipeline.parsers.comm_names import dtype_bytes, dtype_name, op_name
-from tracehouse.pipeline.parsers.kineto_commargs import by_unique
+from tracehouse.pipeline.parsers.comm_names import dtype_name, dtype_size, op_name
+from tracehouse.pipeline.parsers.kineto_commargs import per_value
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
@@ -43,15 +43,17 @@ def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     )
     spans = enclosing(spans, "ts_unix_ns", ops, "op_")
     single = top.pg_config[0].get("pg_size") if len(top.pg_config) == 1 else None
+    dtype = per_value(spans.select(pl.coalesce("input_type", "op_input_type"))[:, 0], dtype_name, "dtype")
     spans = spans.with_columns(
-        by_unique(pl.col("name"), op_name, "key_op"),
-        by_unique(pl.coalesce("input_type", "op_input_type"), dtype_name, "dtype"),
+        per_value(spans["name"], op_name, "key_op"),
+        dtype,
+        per_value(dtype, dtype_size, "dtype_bytes", pl.Int64),
         pl.lit(single if type(single) is int else None, pl.Int64).alias("group_size"),
     )
     payload = (
         pl.when(pl.col("key_op") == "barrier")
         .then(0)
-        .otherwise(pl.coalesce("numel", "op_numel") * dtype_bytes(pl.col("dtype")))
+        .otherwise(pl.coalesce("numel", "op_numel") * pl.col("dtype_bytes"))
     )
     return _nth(spans.with_columns(payload.fill_null(-1).alias("key_bytes")))
 
@@ -80,7 +82,7 @@ def _from_label(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         pl.col("label_pg_desc").alias("pg_desc"),
         pl.col("label_seq").alias("seq"),
         pl.col("label_bytes").alias("bytes"),
-        by_unique(pl.col("label_dtype"), dtype_name, "dtype"),
+        per_value(frame["label_dtype"], dtype_name, "dtype"),
         pl.col("label_group_size").alias("group_size"),
         pl.lit(source).alias("source"),
     ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
