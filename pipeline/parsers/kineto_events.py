@@ -21,13 +21,17 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NO_EVENTS = "no trace events (no complete ph=X events)"
 
 
+# A metadata (ph M) event: kind (the event name), pid, tid, value (args.name when it is text).
+MetaRow = tuple[str | None, str | None, str | None, str | None]
+
+
 @dataclass(frozen=True, kw_only=True)
 class EventRows:
     """What both event paths (C scanner, msgspec batches) hand to `parse_trace`."""
 
     raw: pl.DataFrame  # complete events: _row, cat, name, pid, tid, hot args, ts_ns/dur_ns (no base)
     comm_args: pl.DataFrame  # kineto_commargs.COMM_ARGS, keyed by _row
-    metas: pl.DataFrame  # metadata events: kind (the event name), pid, tid, value (args.name)
+    metas: list[MetaRow]
     loose: bool
     invalid_utf8: bool
     decoder: str  # "scan", "typed" or "loose"
@@ -146,9 +150,9 @@ def events_frame(raw: pl.DataFrame, base_time_ns: int) -> tuple[pl.DataFrame, in
     return full.collect(), negative
 
 
-def meta_rows(metas: list[Any], loose: bool) -> pl.DataFrame:
-    """Metadata (ph M) events as kind / pid / tid / value (`args.name` when it is text)."""
-    return pl.DataFrame(
+def meta_rows(metas: list[Any], loose: bool) -> list[MetaRow]:
+    """Metadata (ph M) events as (kind, pid, tid, value): `value` is `args.name` when it is text."""
+    frame = pl.DataFrame(
         {
             "kind": _strings(list(map(attrgetter("name"), metas)), loose),
             "pid": _texts(list(map(attrgetter("pid"), metas))),
@@ -156,26 +160,28 @@ def meta_rows(metas: list[Any], loose: bool) -> pl.DataFrame:
             "value": _strings([e.args.meta_name for e in metas], loose=True),
         }
     )
+    return list(frame.iter_rows())
 
 
-def threads_frame(metas: pl.DataFrame) -> pl.DataFrame:
-    """One row per (pid, tid) named by `thread_name`, plus one per pid named only by `process_name`."""
-    frame = metas.filter(pl.col("value").is_not_null())
-    # A later thread_name renames the thread (pt_main_thread, then pt_autograd_0): last wins.
-    threads = (
-        frame.filter(pl.col("kind") == "thread_name")
-        .group_by("pid", "tid", maintain_order=True)
-        .agg(pl.col("value").last().alias("thread_name"))
-    )
-    processes = (
-        frame.filter(pl.col("kind") == "process_name")
-        .group_by("pid", maintain_order=True)
-        .agg(pl.col("tid").first(), pl.col("value").last().alias("process_name"))
-    )
-    named = threads.join(processes.drop("tid"), on="pid", how="left", maintain_order="left")
-    unnamed = processes.join(threads, on="pid", how="anti").with_columns(
-        pl.lit(None, dtype=pl.String).alias("thread_name")
-    )
-    return pl.concat([named.select(THREADS.keys()), unnamed.select(THREADS.keys())], how="vertical").cast(
-        THREADS
-    )
+def threads_frame(metas: list[MetaRow]) -> pl.DataFrame:
+    """One row per (pid, tid) named by `thread_name`, plus one per pid named only by `process_name`.
+
+    A later thread_name renames the thread (pt_main_thread, then pt_autograd_0): last wins; a
+    process keeps the tid of its first `process_name` event. Plain Python: a trace holds a few
+    metadata events per thread, and a Polars query costs more than this whole loop. A NULL pid
+    names nothing across events (as in a SQL join).
+    """
+    threads: dict[tuple[str | None, str | None], str] = {}
+    processes: dict[str | None, tuple[str | None, str]] = {}
+    for kind, pid, tid, value in metas:
+        if value is None:
+            continue
+        if kind == "thread_name":
+            threads[pid, tid] = value
+        elif kind == "process_name":
+            processes[pid] = (processes[pid][0] if pid in processes else tid, value)
+    process_name = {pid: name for pid, (_, name) in processes.items() if pid is not None}
+    named = [(pid, tid, name, process_name.get(pid)) for (pid, tid), name in threads.items()]
+    with_threads = {pid for pid, _ in threads if pid is not None}
+    unnamed = [(pid, tid, None, name) for pid, (tid, name) in processes.items() if pid not in with_threads]
+    return pl.DataFrame(named + unnamed, schema=THREADS, orient="row")

@@ -25,7 +25,7 @@ from tracehouse.pipeline.parsers.kineto_decode import (
     first_byte,
     replace_invalid_utf8,
 )
-from tracehouse.pipeline.parsers.kineto_events import EventRows, kind_of, name_flags
+from tracehouse.pipeline.parsers.kineto_events import EventRows, MetaRow, kind_of, name_flags
 
 try:
     from tracehouse.pipeline import _kineto_scan
@@ -89,19 +89,12 @@ def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
     side = _side_texts(data, cols["side"], flagged)
     is_x = np.frombuffer(cols["kind"], np.uint8) == 0
     xs = _complete(cols, _selector(is_x))
-    m_rows = np.flatnonzero(~is_x)
-    metas = pl.DataFrame(
-        {
-            "kind": _strings(cols, "name", m_rows),
-            "pid": _strings(cols, "pid", m_rows),
-            "tid": _strings(cols, "tid", m_rows),
-        }
-    )
+    metas = _meta_rows(cols, side, np.flatnonzero(~is_x).tolist())
     candidates = xs["_comm"].arg_true().to_list()
     return EventRows(
         raw=xs,
         comm_args=comm_args_rows(candidates, lambda i, attr: _arg(side, i, attr)),
-        metas=metas.with_columns(_meta_values(side, metas.height)),
+        metas=metas,
         loose=False,
         invalid_utf8=bool(flagged),
         decoder="scan",
@@ -180,7 +173,19 @@ def _arg(side: dict[tuple[int, int], bytes], row: int, attr: str) -> Any:
     return msgspec.json.decode(text)
 
 
-def _meta_values(side: dict[tuple[int, int], bytes], n: int) -> pl.Series:
-    """args.name of each metadata row when it is text."""
-    values = [_arg(side, i, "meta_name") for i in range(n)]
-    return pl.Series("value", [v if type(v) is str else None for v in values], dtype=pl.String)
+def _meta_rows(cols: dict[str, Any], side: dict[tuple[int, int], bytes], rows: list[int]) -> list[MetaRow]:
+    """The metadata events (kind, pid, tid, args.name when it is text); there are a few per thread."""
+
+    def text(name: str, row: int) -> str | None:
+        code = codes[name][row]
+        return None if code == 0 else values[name][code - 1]
+
+    codes = {name: memoryview(cols[name]).cast("i") for name in ("name", "pid", "tid")}
+    values = {name: cols[f"{name}_values"] for name in codes}
+    out = []
+    for i, row in enumerate(rows):
+        value = _arg(side, i, "meta_name")
+        out.append(
+            (text("name", row), text("pid", row), text("tid", row), value if type(value) is str else None)
+        )
+    return out
