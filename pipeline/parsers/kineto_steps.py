@@ -21,22 +21,27 @@ def step_number(name: pl.Expr) -> pl.Expr:
 
 
 def steps_frame(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per step of the loop thread, in step order (`events._step`: see step_number)."""
-    steps = events.filter(pl.col("_step").is_not_null() & ~pl.col("kind").is_in(DEVICE_KINDS)).rename(
-        {"_step": "step"}
-    )
-    if steps.is_empty():
+    """One row per step of the loop thread, in step order (`events._step`: see step_number).
+
+    One Polars filter finds the step annotations; the rest is plain Python over those few rows
+    (one per step per thread), cheaper than a chain of Polars queries on a tiny frame.
+    """
+    steps = events.filter(pl.col("_step").is_not_null() & ~pl.col("kind").is_in(DEVICE_KINDS))
+    rows = steps.select("_step", "ts_unix_ns", "dur_ns", "pid", "tid").rows()
+    if not rows:
         return pl.DataFrame(schema=STEPS)
-    loop = (
-        steps.group_by("pid", "tid")
-        .agg(pl.len().alias("n"), pl.col("ts_unix_ns").min().alias("first"))
-        .sort(["n", "first"], descending=[True, False])
-        .row(0, named=True)
-    )
-    return (
-        steps.filter((pl.col("pid") == loop["pid"]) & (pl.col("tid") == loop["tid"]))
-        .sort("ts_unix_ns")
-        .unique("step", keep="first", maintain_order=True)
-        .sort("step")
-        .select([pl.col(c).cast(t) for c, t in STEPS.items()])
-    )
+    loop = _loop_thread(rows)
+    first: dict[int, tuple] = {}
+    for row in sorted((r for r in rows if (r[3], r[4]) == loop), key=lambda r: r[1]):
+        first.setdefault(row[0], row)
+    return pl.DataFrame([first[step] for step in sorted(first)], schema=STEPS, orient="row")
+
+
+def _loop_thread(rows: list[tuple]) -> tuple[str | None, str | None]:
+    """The (pid, tid) holding the most steps; ties: the one whose first step starts first."""
+    count: dict[tuple, int] = {}
+    start: dict[tuple, int] = {}
+    for _, ts, _, pid, tid in rows:
+        count[pid, tid] = count.get((pid, tid), 0) + 1
+        start[pid, tid] = min(ts, start.get((pid, tid), ts))
+    return min(count, key=lambda thread: (-count[thread], start[thread]))
