@@ -1,10 +1,11 @@
 """Parse speed and memory: tracehouse `parse_trace` vs Holistic Trace Analysis, one core each.
 
 Each measurement runs in a fresh subprocess pinned to one CPU; peak RSS is the child's
-`ru_maxrss`; seconds exclude imports. Each side runs `--repeat` times (default 3) and the
-fastest run counts (wall `s`; `cpu s` is that run's process CPU time): the machine is shared,
-so the minimum is the least noisy estimate for both parsers alike. HTA loads a directory
-holding a symlink to the one trace (it wants a folder of rank traces).
+`ru_maxrss`; seconds exclude imports. Each side runs `--repeat` times (default 5), the two
+parsers alternating, and the fastest run counts (wall `s`; `cpu s` is that run's process CPU
+time): the machine is shared, so the minimum is the least noisy estimate for both parsers
+alike. HTA loads a directory holding a symlink to the one trace (it wants a folder of rank
+traces).
 
     .venv/bin/python benchmarks/ingest.py [--repeat N] [TRACE ...]   # default: real traces in ../shared/data
     .venv/bin/python benchmarks/ingest.py --big [--big-path /tmp/tracehouse_big_trace.json]
@@ -64,7 +65,11 @@ print(json.dumps({"seconds": seconds, "cpu": cpu, "rss_mb": rss_mb}))
 
 def child(code: str, arg: str, repeat: int = 1) -> dict:
     """The fastest of `repeat` runs of code in a fresh interpreter (its last stdout line: JSON)."""
-    runs = [_child_once(code, arg) for _ in range(repeat)]
+    return fastest([_child_once(code, arg) for _ in range(repeat)])
+
+
+def fastest(runs: list[dict]) -> dict:
+    """The run with the fewest seconds among those without an error (else the first)."""
     ok = [r for r in runs if "error" not in r]
     return min(ok, key=lambda r: r["seconds"]) if ok else runs[0]
 
@@ -86,12 +91,17 @@ def uncompressed_mb(path: Path) -> float:
         return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 24), b"")) / 1e6
 
 
-def hta_run(path: Path, repeat: int) -> dict:
-    """HTA's TraceAnalysis load of a directory holding only this trace."""
+def both_runs(path: Path, repeat: int) -> tuple[dict, dict]:
+    """(tracehouse, HTA): the fastest of `repeat` runs each, the two sides alternating.
+
+    Alternating puts both parsers through the same spells of load on this shared machine.
+    HTA loads a directory holding only this trace.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         name = path.name if path.name.endswith((".json", ".json.gz")) else path.name + ".json"
         (Path(tmp) / name).symlink_to(path.resolve())
-        return child(_HTA, tmp, repeat)
+        runs = [(_child_once(_TRACEHOUSE, str(path)), _child_once(_HTA, tmp)) for _ in range(repeat)]
+    return fastest([ours for ours, _ in runs]), fastest([theirs for _, theirs in runs])
 
 
 def row(label: str, events: int, mb: float, result: dict) -> str:
@@ -111,10 +121,10 @@ def compare(paths: list[Path], repeat: int) -> None:
     """Print the tracehouse vs HTA table."""
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; best of {repeat} runs")
     print(HEADER)
-    ratios, cpu_ratios = [], []
+    ratios, cpu_ratios, totals = [], [], [0.0, 0.0]
     for path in paths:
         mb = uncompressed_mb(path)
-        ours, theirs = child(_TRACEHOUSE, str(path), repeat), hta_run(path, repeat)
+        ours, theirs = both_runs(path, repeat)
         events = ours.get("events", 0)
         print(f"-- {path.name}")
         print(row("tracehouse", events, mb, ours))
@@ -122,6 +132,7 @@ def compare(paths: list[Path], repeat: int) -> None:
         if "error" not in ours and "error" not in theirs:
             ratios.append(theirs["seconds"] / ours["seconds"])
             cpu_ratios.append(theirs["cpu"] / ours["cpu"])
+            totals = [totals[0] + ours["seconds"], totals[1] + theirs["seconds"]]
             print(
                 f"   speed ratio tracehouse/HTA: {ratios[-1]:.1f}x (cpu {cpu_ratios[-1]:.1f}x)   RSS ratio: "
                 f"{ours['rss_mb'] / theirs['rss_mb']:.2f}"
@@ -129,7 +140,8 @@ def compare(paths: list[Path], repeat: int) -> None:
     if ratios:
         print(
             f"median speed ratio over {len(ratios)} traces: {statistics.median(ratios):.1f}x "
-            f"(cpu time: {statistics.median(cpu_ratios):.1f}x)"
+            f"(cpu time: {statistics.median(cpu_ratios):.1f}x); all traces together: "
+            f"{totals[1] / totals[0]:.1f}x"
         )
 
 
@@ -149,7 +161,7 @@ def main() -> None:
     parser.add_argument("traces", nargs="*", type=Path)
     parser.add_argument("--big", action="store_true", help="run only the big trace through parse_trace")
     parser.add_argument("--big-path", type=Path, default=Path("/tmp/tracehouse_big_trace.json"))
-    parser.add_argument("--repeat", type=int, default=3, help="runs per parser and trace; the fastest counts")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per parser and trace; the fastest counts")
     args = parser.parse_args()
     if args.big:
         big(args.big_path)
