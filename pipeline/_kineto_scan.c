@@ -20,6 +20,9 @@ events holding invalid UTF-8 there are listed in "invalid_utf8_events".
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 1000
 
@@ -190,17 +193,89 @@ static int fail(Ctx *c, const char *why) {
     return -1;
 }
 
-static inline const char *skip_ws(const char *p, const char *end) {
-    while (p < end) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch == ' ' && end - p >= 8) { /* indentation of pretty-printed traces: 8 at a time */
-            uint64_t w;
-            memcpy(&w, p, 8);
-            p += w == 0x2020202020202020ull ? 8 : 1;
-        } else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') p++;
-        else break;
+/* Byte-class tests on 16 bytes at a time: SSE2 where the compiler has it, else SWAR on two
+   64-bit words (exact per byte, any byte order). Each returns the offset of the first byte
+   of interest in p[0..16), or 16 when there is none; p[0..16) must be readable. */
+#if !defined(__SSE2__)
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* 0x80 in each zero byte of v, exactly (the cheaper borrow trick can also flag bytes after a zero). */
+static inline uint64_t zero_bytes(uint64_t v) { return ~(((v & ~HIGHS) + ~HIGHS) | v) & HIGHS; }
+
+static inline unsigned first_marked(uint64_t marks) { /* marks != 0: 0x80 per marked byte */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (unsigned)__builtin_clzll(marks) / 8;
+#else
+    return (unsigned)__builtin_ctzll(marks) / 8;
+#endif
+}
+
+static inline uint64_t string_marks(const char *p, int high) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t m = zero_bytes(w ^ (ONES * '"')) | zero_bytes(w ^ (ONES * '\\')) | zero_bytes(w & (ONES * 0xE0));
+    return high ? m | (w & HIGHS) : m;
+}
+
+static inline uint64_t non_ws_marks(const char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t ws = zero_bytes(w ^ (ONES * ' ')) | zero_bytes(w ^ (ONES * '\n')) | zero_bytes(w ^ (ONES * '\r')) |
+                  zero_bytes(w ^ (ONES * '\t'));
+    return ~ws & HIGHS;
+}
+#endif
+
+/* First byte a string scan must look at: '"', '\\', a control character, and when `high`
+   also a byte >= 0x80 (once a string has one, the rest need no look for UTF-8 purposes). */
+static inline unsigned string_stop16(const char *p, int high) {
+#if defined(__SSE2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+    __m128i ctl = high ? _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)) /* signed: >= 0x80 too */
+                       : _mm_cmpeq_epi8(_mm_subs_epu8(v, _mm_set1_epi8(0x1F)), _mm_setzero_si128());
+    unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(hit, ctl));
+    return mask ? (unsigned)__builtin_ctz(mask) : 16;
+#else
+    uint64_t m = string_marks(p, high);
+    if (m) return first_marked(m);
+    m = string_marks(p + 8, high);
+    return m ? 8 + first_marked(m) : 16;
+#endif
+}
+
+static inline unsigned non_ws16(const char *p) {
+#if defined(__SSE2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
+                              _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
+    unsigned mask = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFF;
+    return mask ? (unsigned)__builtin_ctz(mask) : 16;
+#else
+    uint64_t m = non_ws_marks(p);
+    if (m) return first_marked(m);
+    m = non_ws_marks(p + 8);
+    return m ? 8 + first_marked(m) : 16;
+#endif
+}
+
+static inline int is_ws(unsigned char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+
+static const char *skip_ws_long(const char *p, const char *end) {
+    while (end - p >= 16) {
+        unsigned i = non_ws16(p);
+        if (i < 16) return p + i;
+        p += 16;
     }
+    while (p < end && is_ws((unsigned char)*p)) p++;
     return p;
+}
+
+/* Compact traces have no whitespace between tokens; indented ones have runs of it. */
+static inline const char *skip_ws(const char *p, const char *end) {
+    if (p < end && !is_ws((unsigned char)*p)) return p;
+    return skip_ws_long(p, end);
 }
 
 static int hexval(unsigned char ch) {
@@ -230,23 +305,18 @@ typedef struct {
     int escaped, high;
 } Str;
 
-#define HAS_ZERO(v) (((v) - 0x0101010101010101ull) & ~(v) & 0x8080808080808080ull)
+static const char *scan_escape(Ctx *c, const char *p);
 
-static const char *scan_string(Ctx *c, const char *p, Str *out) {
+static inline const char *scan_string(Ctx *c, const char *p, Str *out) {
     const char *end = c->end;
     out->s = p;
     out->escaped = out->high = 0;
     for (;;) {
-        while (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            uint64_t special = HAS_ZERO(w ^ 0x2222222222222222ull) | HAS_ZERO(w ^ 0x5C5C5C5C5C5C5C5Cull) |
-                               ((w - 0x2020202020202020ull) & ~w & 0x8080808080808080ull) |
-                               (w & 0x8080808080808080ull);
-            if (special) break;
-            p += 8;
-        }
-        if (p >= end) return fail(c, "truncated string"), NULL;
+        if (end - p >= 16) {
+            unsigned i = string_stop16(p, !out->high);
+            p += i;
+            if (i == 16) continue;
+        } else if (p >= end) return fail(c, "truncated string"), NULL;
         unsigned char ch = (unsigned char)*p;
         if (ch == '"') {
             out->n = (size_t)(p - out->s);
@@ -259,28 +329,33 @@ static const char *scan_string(Ctx *c, const char *p, Str *out) {
             return fail(c, "control character in string"), NULL;
         } else if (ch == '\\') {
             out->escaped = 1;
-            if (++p >= end) return fail(c, "truncated string"), NULL;
-            ch = (unsigned char)*p;
-            if (ch != 'u') {
-                if (!strchr("\"\\/bfnrt", ch) || ch == 0) return fail(c, "invalid escape"), NULL;
-                p++;
-                continue;
-            }
-            unsigned u;
-            if (read_u4(p + 1, end, &u)) return fail(c, "invalid \\u escape"), NULL;
-            p += 5;
-            if (u >= 0xDC00 && u <= 0xDFFF) return fail(c, "lone low surrogate"), NULL;
-            if (u >= 0xD800 && u <= 0xDBFF) {
-                unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_u4(p + 2, end, &lo) || lo < 0xDC00 ||
-                    lo > 0xDFFF)
-                    return fail(c, "lone high surrogate"), NULL;
-                p += 6;
-            }
+            if (!(p = scan_escape(c, p + 1))) return NULL;
         } else {
-            p++;
+            p++; /* the last few bytes of the buffer go one at a time */
         }
     }
+}
+
+/* One escape (p just after the backslash), surrogate pairs included; the position after it. */
+static const char *scan_escape(Ctx *c, const char *p) {
+    const char *end = c->end;
+    if (p >= end) return fail(c, "truncated string"), NULL;
+    unsigned char ch = (unsigned char)*p;
+    if (ch != 'u') {
+        if (!strchr("\"\\/bfnrt", ch) || ch == 0) return fail(c, "invalid escape"), NULL;
+        return p + 1;
+    }
+    unsigned u;
+    if (read_u4(p + 1, end, &u)) return fail(c, "invalid \\u escape"), NULL;
+    p += 5;
+    if (u >= 0xDC00 && u <= 0xDFFF) return fail(c, "lone low surrogate"), NULL;
+    if (u >= 0xD800 && u <= 0xDBFF) {
+        unsigned lo;
+        if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_u4(p + 2, end, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+            return fail(c, "lone high surrogate"), NULL;
+        p += 6;
+    }
+    return p;
 }
 
 static int put_utf8(Buf *b, unsigned cp) {
@@ -309,12 +384,18 @@ static int put_utf8(Buf *b, unsigned cp) {
 }
 
 /* The string's text with escapes resolved (raw bytes kept), in c->scratch when escaped. */
-static int unescape(Ctx *c, Str *s, const char **text, size_t *n) {
+static int unescape_into(Ctx *c, Str *s, const char **text, size_t *n);
+
+static inline int unescape(Ctx *c, Str *s, const char **text, size_t *n) {
     if (!s->escaped) {
         *text = s->s;
         *n = s->n;
         return 0;
     }
+    return unescape_into(c, s, text, n);
+}
+
+static int unescape_into(Ctx *c, Str *s, const char **text, size_t *n) {
     Buf *b = &c->scratch;
     b->len = 0;
     const char *p = s->s, *end = s->s + s->n;
@@ -324,7 +405,7 @@ static int unescape(Ctx *c, Str *s, const char **text, size_t *n) {
         if (buf_put(b, p, (size_t)(q - p))) return -1;
         if (q == end) break;
         char ch = q[1];
-        unsigned cp;
+        unsigned cp = 0, lo = 0xDC00; /* both set by read_u4: validated by scan_string */
         p = q + 2;
         switch (ch) {
             case 'b': cp = '\b'; break;
@@ -333,10 +414,9 @@ static int unescape(Ctx *c, Str *s, const char **text, size_t *n) {
             case 'r': cp = '\r'; break;
             case 't': cp = '\t'; break;
             case 'u':
-                read_u4(p, end, &cp); /* validated by scan_string */
+                read_u4(p, end, &cp);
                 p += 4;
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    unsigned lo;
                     read_u4(p + 2, end, &lo);
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                     p += 6;
