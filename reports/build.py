@@ -9,18 +9,11 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.errors import WarehouseError
-from tracehouse.reports import (
-    charts_breakdown,
-    charts_collectives,
-    charts_kernels,
-    charts_power,
-    charts_ranks,
-    charts_scaling,
-)
 from tracehouse.reports.headline import headline
-from tracehouse.reports.html import Figure, Page, Section, render
+from tracehouse.reports.html import Page, render
 from tracehouse.reports.methodology import methodology
 from tracehouse.reports.provenance import provenance_tables
+from tracehouse.reports.sections import breakdown_section, detail_sections, power_section, scaling_section
 from tracehouse.reports.source import frame, open_warehouse, pick_study
 
 
@@ -32,132 +25,6 @@ class ReportResult:
     study: str
     charts: int
     pngs: list[Path]
-
-
-def breakdown_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
-    """Compute / exposed communication / other / idle per scale point: the key chart."""
-    return Section(
-        id="breakdown",
-        title="Where the step time goes",
-        intro="Each bar is one run's step time (the median step of its slowest rank), split by the shares of "
-        "compute, communication the step waits for, other device work (copies) and idle time over all its "
-        "ranks and steps. Red that grows as devices are added means communication is no longer hidden "
-        "behind compute.",
-        figures=[
-            Figure(
-                id="fig-breakdown",
-                title="Step breakdown (ms)",
-                chart=charts_breakdown.step_breakdown_chart(con, study),
-                note="No run of this study has a measured step.",
-            ),
-            Figure(
-                id="fig-breakdown-share",
-                title="Step breakdown (share)",
-                chart=charts_breakdown.breakdown_share_chart(con, study),
-            ),
-        ],
-    )
-
-
-def scaling_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
-    """Throughput against the ideal, per device, MFU, efficiency and marginal gain."""
-    rows = charts_scaling.scaling_rows(con, study)
-    mfu_note = None
-    if not rows.is_empty() and rows["mfu"].is_null().all():
-        mfu_note = "MFU is not shown: the peak FLOP/s of this device is unknown (CPU runs have none)."
-    return Section(
-        id="scaling",
-        title="Throughput and scaling",
-        intro="Strong scaling at a fixed global batch: ideal scaling doubles tokens/s with every doubling "
-        "of devices (dashed lines) and keeps tokens/s per device flat.",
-        figures=[
-            Figure(
-                id="fig-throughput",
-                title="Global throughput",
-                chart=charts_scaling.throughput_chart(con, study),
-                note=charts_scaling.NO_THROUGHPUT,
-            ),
-            Figure(
-                id="fig-per-device",
-                title="Per device",
-                chart=charts_scaling.per_device_chart(con, study),
-                caption=mfu_note,
-            ),
-            Figure(
-                id="fig-efficiency",
-                title="Scaling efficiency",
-                chart=charts_scaling.efficiency_chart(con, study),
-                caption="Efficiency and marginal gain are measured against the study's smallest scale point "
-                "(its best run). Marginal throughput below zero means adding devices made the job slower.",
-            ),
-        ],
-    )
-
-
-def power_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
-    """Power per device and tokens per joule, or why they are missing."""
-    return Section(
-        id="power",
-        title="Power and energy",
-        figures=[
-            Figure(
-                id="fig-power",
-                title="Power and energy",
-                chart=charts_power.power_chart(con, study),
-                note=charts_power.power_note(con, study),
-            ),
-        ],
-    )
-
-
-def detail_sections(con: duckdb.DuckDBPyConnection, study: str) -> list[Section]:
-    """Collective bandwidth, stragglers and top kernels."""
-    return [
-        Section(
-            id="collectives",
-            title="Collective bandwidth",
-            intro="Bus bandwidth of matched collective "
-            "instances against message size; small messages are latency-bound, large ones approach "
-            "the link's bandwidth.",
-            figures=[
-                Figure(
-                    id="fig-busbw",
-                    title="Bus bandwidth",
-                    chart=charts_collectives.busbw_chart(con, study),
-                    note="No matched collective instance with a known message size in this study.",
-                )
-            ],
-        ),
-        Section(
-            id="stragglers",
-            title="Stragglers at the largest scale",
-            intro="Step time of every rank and "
-            "step at each strategy's largest scale point: a row darker than the others is a slow rank that "
-            "the whole job waits for.",
-            figures=[
-                Figure(
-                    id="fig-ranks",
-                    title="Per-rank step time",
-                    chart=charts_ranks.rank_heatmap_chart(con, study),
-                    note="No rank of this study has profiler steps.",
-                )
-            ],
-        ),
-        Section(
-            id="kernels",
-            title="Top kernels and ops",
-            intro="Where device time goes by name, per scale "
-            "point (on CPU-only runs: the host ops, inclusive time).",
-            figures=[
-                Figure(
-                    id="fig-kernels",
-                    title="Top kernels",
-                    chart=charts_kernels.top_kernels_chart(con, study),
-                    note="No events are stored for this study.",
-                )
-            ],
-        ),
-    ]
 
 
 def build_page(con: duckdb.DuckDBPyConnection, study: str, warehouse_label: str) -> Page:

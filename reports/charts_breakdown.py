@@ -59,9 +59,8 @@ def _stacked_bars(rows: pl.DataFrame, y: alt.Y, tooltip: list, height: int) -> a
     )
 
 
-def step_breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+def step_breakdown_chart(rows: pl.DataFrame) -> alt.TopLevelMixin | None:
     """Stacked bars: compute / exposed communication / other / idle ms per step, per scale point."""
-    rows = breakdown_rows(con, study)
     if rows.is_empty():
         return None
     bars = _stacked_bars(
@@ -81,9 +80,8 @@ def step_breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopL
     ).properties(title="Where each step's time goes (median step of the slowest rank)")
 
 
-def breakdown_share_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+def breakdown_share_chart(rows: pl.DataFrame) -> alt.TopLevelMixin | None:
     """The same split as shares of the step (100 % bars), to compare scale points at a glance."""
-    rows = breakdown_rows(con, study)
     if rows.is_empty():
         return None
     bars = _stacked_bars(
