@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from tracehouse.pipeline.discovery import parse_rank_options
+from tracehouse.pipeline.discovery_ranks import parse_rank_options
 from tracehouse.pipeline.errors import TracehouseError
 from tracehouse.pipeline.ingest import ingest
 

@@ -11,9 +11,10 @@ here it comes from `--rank FILE=N` or the manifest; otherwise the trace's own
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracehouse.pipeline.discovery_jobs import Discovery, PowerJob, RunSource, TraceJob
+from tracehouse.pipeline.discovery_ranks import RankOptions, drop_duplicate_ranks
 from tracehouse.pipeline.errors import ManifestError
 from tracehouse.pipeline.manifest import MANIFEST_NAME, RunManifest
 
@@ -21,64 +22,9 @@ DEFAULT_STUDY = "default"
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-@dataclass(frozen=True, kw_only=True)
-class TraceJob:
-    """One rank trace to parse, with what is known of it before parsing."""
-
-    path: Path
-    study: str
-    run_id: str
-    rank: int | None  # None: take distributedInfo.rank after parsing
-    rank_source: str | None  # manifest | option
-
-
-@dataclass(frozen=True, kw_only=True)
-class PowerJob:
-    """One power log listed in a run manifest."""
-
-    path: Path
-    study: str
-    run_id: str
-    host: str | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSource:
-    """A run and the manifest that defines it (`path` None: stated on the command line)."""
-
-    manifest: RunManifest
-    path: Path | None
-
-
-@dataclass(kw_only=True)
-class Discovery:
-    """Everything found under the given paths, plus one-line problems keyed by path."""
-
-    traces: list[TraceJob] = field(default_factory=list)
-    power: list[PowerJob] = field(default_factory=list)
-    runs: list[RunSource] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)
-
-
 def is_trace_name(path: Path) -> bool:
     """Whether a file name looks like a chrome-trace JSON file (and is not a manifest)."""
     return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)
-
-
-def rank_claim_reason(study: str, run_id: str, rank: int, others: str) -> str:
-    """The one-line reason a file fails when other files claim the same rank of its run."""
-    return f"rank {rank} of run {study}/{run_id} is also claimed by {others}"
-
-
-def parse_rank_options(values: Iterable[str]) -> dict[str, int]:
-    """`FILE=N` strings into a mapping; raises ValueError naming the bad one."""
-    ranks: dict[str, int] = {}
-    for value in values:
-        name, sep, number = value.rpartition("=")
-        if not sep or not name or not number.strip().isdigit():
-            raise ValueError(f"--rank {value!r}: expected FILE=N with N a non-negative integer")
-        ranks[name] = int(number)
-    return ranks
 
 
 def discover(
@@ -94,13 +40,13 @@ def discover(
     by_dir: dict[Path, list[Path]] = {}
     for f in files:
         by_dir.setdefault(f.parent, []).append(f)
-    options = _RankOptions(ranks or {}, files)
+    options = RankOptions(ranks or {}, files)
     seen_runs: dict[tuple[str, str], RunSource] = {}
     for directory, dir_files in sorted(by_dir.items()):
         traces = _traces_of(directory, dir_files, explicit)
         _discover_dir(directory, traces, study, run, options, found, seen_runs)
     found.errors.extend(options.unused())
-    _drop_duplicate_ranks(found)
+    drop_duplicate_ranks(found)
     return found
 
 
@@ -146,7 +92,7 @@ def _discover_dir(
     files: list[Path],
     study: str | None,
     run: str | None,
-    options: _RankOptions,
+    options: RankOptions,
     found: Discovery,
     seen_runs: dict[tuple[str, str], RunSource],
 ) -> None:
@@ -223,44 +169,3 @@ def _add_power(manifest: RunManifest, directory: Path, found: Discovery) -> None
 def _power_paths(manifest: RunManifest, directory: Path) -> list[Path]:
     """The absolute paths of the power logs a manifest lists."""
     return [(directory / name).absolute() for name in manifest.power.files]
-
-
-class _RankOptions:
-    """`--rank FILE=N` entries, matched by path (as given or absolute) or, failing that, by file name."""
-
-    def __init__(self, ranks: Mapping[str, int], files: list[Path]) -> None:
-        self.ranks = dict(ranks)
-        self.used: set[str] = set()
-        names: dict[str, list[Path]] = {}
-        for f in files:
-            names.setdefault(f.name, []).append(f)
-        self.names = names
-
-    def rank_of(self, path: Path) -> int | None:
-        for key, rank in self.ranks.items():
-            if Path(key).absolute() == path or (key == path.name and len(self.names.get(key, [])) == 1):
-                self.used.add(key)
-                return rank
-        return None
-
-    def unused(self) -> list[tuple[str, str]]:
-        return [
-            (key, "--rank names no trace file being ingested") for key in self.ranks if key not in self.used
-        ]
-
-
-def _drop_duplicate_ranks(found: Discovery) -> None:
-    """Two files claiming one known rank of one run: both fail, each naming the other."""
-    claims: dict[tuple[str, str, int], list[TraceJob]] = {}
-    for job in found.traces:
-        if job.rank is not None:
-            claims.setdefault((job.study, job.run_id, job.rank), []).append(job)
-    bad: set[Path] = set()
-    for (study, run_id, rank), jobs in claims.items():
-        if len(jobs) < 2:
-            continue
-        for job in jobs:
-            others = ", ".join(str(o.path) for o in jobs if o is not job)
-            found.errors.append((str(job.path), rank_claim_reason(study, run_id, rank, others)))
-            bad.add(job.path)
-    found.traces = [job for job in found.traces if job.path not in bad]

@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracehouse.pipeline.discovery import RunSource, rank_claim_reason
+from tracehouse.pipeline.discovery_jobs import RunSource
+from tracehouse.pipeline.discovery_ranks import rank_claim_reason
 from tracehouse.pipeline.ingest_catalog import record_error, register_file, unregister_trace
 from tracehouse.pipeline.ingest_tasks import FileOutcome, hash_file
 from tracehouse.pipeline.progress import Progress

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from tracehouse.pipeline.discovery import PowerJob, TraceJob
+from tracehouse.pipeline.discovery_jobs import PowerJob, TraceJob
 from tracehouse.pipeline.errors import InputFileError, RankConflictError
 from tracehouse.pipeline.ingest_parquet import write_all
 from tracehouse.pipeline.parsers.trace_types import TraceMeta

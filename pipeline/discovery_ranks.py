@@ -1,0 +1,65 @@
+"""Ranks stated before parsing: `--rank FILE=N` options and the rule that one rank has one file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from tracehouse.pipeline.discovery_jobs import Discovery, TraceJob
+
+
+def rank_claim_reason(study: str, run_id: str, rank: int, others: str) -> str:
+    """The one-line reason a file fails when other files claim the same rank of its run."""
+    return f"rank {rank} of run {study}/{run_id} is also claimed by {others}"
+
+
+def parse_rank_options(values: Iterable[str]) -> dict[str, int]:
+    """`FILE=N` strings into a mapping; raises ValueError naming the bad one."""
+    ranks: dict[str, int] = {}
+    for value in values:
+        name, sep, number = value.rpartition("=")
+        if not sep or not name or not number.strip().isdigit():
+            raise ValueError(f"--rank {value!r}: expected FILE=N with N a non-negative integer")
+        ranks[name] = int(number)
+    return ranks
+
+
+class RankOptions:
+    """`--rank FILE=N` entries, matched by path (as given or absolute) or, failing that, by file name."""
+
+    def __init__(self, ranks: Mapping[str, int], files: list[Path]) -> None:
+        self.ranks = dict(ranks)
+        self.used: set[str] = set()
+        names: dict[str, list[Path]] = {}
+        for f in files:
+            names.setdefault(f.name, []).append(f)
+        self.names = names
+
+    def rank_of(self, path: Path) -> int | None:
+        for key, rank in self.ranks.items():
+            if Path(key).absolute() == path or (key == path.name and len(self.names.get(key, [])) == 1):
+                self.used.add(key)
+                return rank
+        return None
+
+    def unused(self) -> list[tuple[str, str]]:
+        return [
+            (key, "--rank names no trace file being ingested") for key in self.ranks if key not in self.used
+        ]
+
+
+def drop_duplicate_ranks(found: Discovery) -> None:
+    """Two files claiming one known rank of one run: both fail, each naming the other."""
+    claims: dict[tuple[str, str, int], list[TraceJob]] = {}
+    for job in found.traces:
+        if job.rank is not None:
+            claims.setdefault((job.study, job.run_id, job.rank), []).append(job)
+    bad: set[Path] = set()
+    for (study, run_id, rank), jobs in claims.items():
+        if len(jobs) < 2:
+            continue
+        for job in jobs:
+            others = ", ".join(str(o.path) for o in jobs if o is not job)
+            found.errors.append((str(job.path), rank_claim_reason(study, run_id, rank, others)))
+            bad.add(job.path)
+    found.traces = [job for job in found.traces if job.path not in bad]
