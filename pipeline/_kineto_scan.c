@@ -185,6 +185,7 @@ typedef struct {
     const char *side_key[MAX_SIDE_KEYS];
     Py_ssize_t side_len[MAX_SIDE_KEYS];
     int side_decoded[MAX_SIDE_KEYS];
+    uint64_t side_lens; /* bit min(len, 63) set for each side key's length */
     int64_t rows_x, rows_m, events;
 } Ctx;
 
@@ -701,6 +702,7 @@ static const char *read_hot(Ctx *c, const char *p, int64_t *val, int *valid, int
 }
 
 static int side_index(Ctx *c, const char *k, size_t n) {
+    if (!((c->side_lens >> (n < 63 ? n : 63)) & 1)) return -1; /* no side key has this length */
     for (Py_ssize_t i = 0; i < c->n_side_keys; i++)
         if ((size_t)c->side_len[i] == n && memcmp(c->side_key[i], k, n) == 0) return (int)i;
     return -1;
@@ -722,26 +724,110 @@ static const char *read_key(Ctx *c, const char *p, const char **text, size_t *n)
     return skip_ws(p + 1, end);
 }
 
+/* The keys read from events and from their args. */
+enum {
+    K_OTHER, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, /* event */
+    K_STREAM, K_CORR, K_EXT, K_EXT_LEGACY, K_DEVICE                  /* args */
+};
+
+#define IS_KEY(k, lit) (memcmp((k), (lit), sizeof(lit) - 1) == 0)
+
+/* Id of a resolved key text (args: whether it is an args key). */
+static int key_id(const char *k, size_t n, int args) {
+    if (args) {
+        if (n == 6) return IS_KEY(k, "stream") ? K_STREAM : IS_KEY(k, "device") ? K_DEVICE : K_OTHER;
+        if (n == 11)
+            return IS_KEY(k, "correlation")   ? K_CORR
+                   : IS_KEY(k, "External id") ? K_EXT
+                   : IS_KEY(k, "external id") ? K_EXT_LEGACY
+                                              : K_OTHER;
+        return K_OTHER;
+    }
+    switch (n) {
+        case 2: return IS_KEY(k, "ph") ? K_PH : IS_KEY(k, "ts") ? K_TS : K_OTHER;
+        case 3:
+            return IS_KEY(k, "cat")   ? K_CAT
+                   : IS_KEY(k, "pid") ? K_PID
+                   : IS_KEY(k, "tid") ? K_TID
+                   : IS_KEY(k, "dur") ? K_DUR
+                                      : K_OTHER;
+        case 4: return IS_KEY(k, "name") ? K_NAME : IS_KEY(k, "args") ? K_ARGS : K_OTHER;
+        default: return K_OTHER;
+    }
+}
+
+/* A known key recognised from its raw bytes with the closing quote (no escape can hide in
+   those): p just after the opening quote, 16 bytes readable. Sets *len to the bytes taken;
+   -1 when the key needs the general path. */
+static inline int known_key(const char *p, int args, size_t *len) {
+#define TRY(lit, id)                                                                                                   \
+    if (IS_KEY(p, lit "\"")) return *len = sizeof(lit), id
+    if (args) {
+        switch (p[0]) {
+            case 'E': TRY("External id", K_EXT); break;
+            case 'c': TRY("correlation", K_CORR); break;
+            case 's': TRY("stream", K_STREAM); break;
+            case 'd': TRY("device", K_DEVICE); break;
+            case 'e': TRY("external id", K_EXT_LEGACY); break;
+        }
+        return -1;
+    }
+    switch (p[0]) {
+        case 'p':
+            TRY("ph", K_PH);
+            TRY("pid", K_PID);
+            break;
+        case 't':
+            TRY("ts", K_TS);
+            TRY("tid", K_TID);
+            break;
+        case 'c': TRY("cat", K_CAT); break;
+        case 'n': TRY("name", K_NAME); break;
+        case 'd': TRY("dur", K_DUR); break;
+        case 'a': TRY("args", K_ARGS); break;
+    }
+    return -1;
+#undef TRY
+}
+
+/* A member's key (p at the opening quote) as a key id; (*k, *n): its text (for K_OTHER args keys
+   only; scratch may hold it). Returns the position of the value. */
+static inline const char *member_key(Ctx *c, const char *p, int args, int *id, const char **k, size_t *n) {
+    const char *end = c->end;
+    size_t len;
+    if (end - p >= 17 && *p == '"' && (*id = known_key(p + 1, args, &len)) >= 0) {
+        p = skip_ws(p + 1 + len, end);
+        if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
+        return skip_ws(p + 1, end);
+    }
+    if (!(p = read_key(c, p, k, n))) return NULL;
+    *id = key_id(*k, *n, args);
+    return p;
+}
+
 static const char *read_args(Ctx *c, const char *p, Event *ev) {
     const char *end = c->end;
     if (p >= end || *p != '{') return fail(c, "args is not an object"), NULL;
     p = skip_ws(p + 1, end);
     if (p < end && *p == '}') return p + 1;
     for (;;) {
-        const char *k;
-        size_t n;
-        if (!(p = read_key(c, p, &k, &n))) return NULL;
-        int field = -1;
-        if (key_is(k, n, "stream")) p = read_hot(c, p, &ev->val[I_STREAM], &ev->valid[I_STREAM], 1, &ev->invalid);
-        else if (key_is(k, n, "correlation")) p = read_hot(c, p, &ev->val[I_CORR], &ev->valid[I_CORR], 0, NULL);
-        else if (key_is(k, n, "External id")) p = read_hot(c, p, &ev->val[I_EXT], &ev->valid[I_EXT], 0, NULL);
-        else if (key_is(k, n, "external id")) p = read_hot(c, p, &ev->ext_legacy, &ev->ext_legacy_valid, 0, NULL);
-        else if (key_is(k, n, "device")) p = read_hot(c, p, &ev->val[I_DEVICE], &ev->valid[I_DEVICE], 0, NULL);
-        else if ((field = side_index(c, k, n)) >= 0) {
-            const char *s = p;
-            p = skip_value(c, p, c->side_decoded[field], 0, &ev->invalid);
-            if (p && add_side(c, field, s, p)) return NULL;
-        } else p = skip_value(c, p, 0, 0, &ev->invalid);
+        const char *k = NULL;
+        size_t n = 0;
+        int id, field;
+        if (!(p = member_key(c, p, 1, &id, &k, &n))) return NULL;
+        switch (id) {
+            case K_STREAM: p = read_hot(c, p, &ev->val[I_STREAM], &ev->valid[I_STREAM], 1, &ev->invalid); break;
+            case K_CORR: p = read_hot(c, p, &ev->val[I_CORR], &ev->valid[I_CORR], 0, NULL); break;
+            case K_EXT: p = read_hot(c, p, &ev->val[I_EXT], &ev->valid[I_EXT], 0, NULL); break;
+            case K_EXT_LEGACY: p = read_hot(c, p, &ev->ext_legacy, &ev->ext_legacy_valid, 0, NULL); break;
+            case K_DEVICE: p = read_hot(c, p, &ev->val[I_DEVICE], &ev->valid[I_DEVICE], 0, NULL); break;
+            default:
+                if ((field = side_index(c, k, n)) >= 0) {
+                    const char *s = p;
+                    p = skip_value(c, p, c->side_decoded[field], 0, &ev->invalid);
+                    if (p && add_side(c, field, s, p)) return NULL;
+                } else p = skip_value(c, p, 0, 0, &ev->invalid);
+        }
         if (!p) return NULL;
         p = skip_ws(p, end);
         if (p < end && *p == '}') return p + 1;
@@ -750,28 +836,37 @@ static const char *read_args(Ctx *c, const char *p, Event *ev) {
     }
 }
 
-static const char *read_field(Ctx *c, const char *p, const char *k, size_t n, Event *ev) {
-    if (key_is(k, n, "ph")) {
-        if (p >= c->end || *p != '"') return fail(c, "ph is not a string"), NULL;
-        Str s;
-        const char *text;
-        size_t len;
-        if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &len)) return NULL;
-        if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
-        ev->ph = (len == 1 && (text[0] == 'X' || text[0] == 'M')) ? text[0] : 0;
-        return p;
+static const char *read_ph(Ctx *c, const char *p, Event *ev) {
+    const char *end = c->end;
+    if (p >= end || *p != '"') return fail(c, "ph is not a string"), NULL;
+    unsigned char b = end - p >= 3 && p[2] == '"' ? (unsigned char)p[1] : 0;
+    if (b >= 0x20 && b < 0x80 && b != '\\' && b != '"') { /* "X": one plain ASCII byte */
+        ev->ph = (b == 'X' || b == 'M') ? b : 0;
+        return p + 3;
     }
-    if (key_is(k, n, "cat")) return read_text(c, p, D_CAT, 1, ev);
-    if (key_is(k, n, "name")) return read_text(c, p, D_NAME, 0, ev);
-    if (key_is(k, n, "pid")) return read_id(c, p, D_PID, ev);
-    if (key_is(k, n, "tid")) return read_id(c, p, D_TID, ev);
-    if (key_is(k, n, "ts")) return read_time(c, p, I_TS, ev);
-    if (key_is(k, n, "dur")) return read_time(c, p, I_DUR, ev);
-    if (key_is(k, n, "args")) {
-        if (ev->seen_args++) return fail(c, "duplicate args"), NULL;
-        return read_args(c, p, ev);
+    Str s;
+    const char *text;
+    size_t len;
+    if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &len)) return NULL;
+    if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
+    ev->ph = (len == 1 && (text[0] == 'X' || text[0] == 'M')) ? text[0] : 0;
+    return p;
+}
+
+static const char *read_field(Ctx *c, const char *p, int id, Event *ev) {
+    switch (id) {
+        case K_PH: return read_ph(c, p, ev);
+        case K_CAT: return read_text(c, p, D_CAT, 1, ev);
+        case K_NAME: return read_text(c, p, D_NAME, 0, ev);
+        case K_PID: return read_id(c, p, D_PID, ev);
+        case K_TID: return read_id(c, p, D_TID, ev);
+        case K_TS: return read_time(c, p, I_TS, ev);
+        case K_DUR: return read_time(c, p, I_DUR, ev);
+        case K_ARGS:
+            if (ev->seen_args++) return fail(c, "duplicate args"), NULL;
+            return read_args(c, p, ev);
+        default: return skip_value(c, p, 0, 0, &ev->invalid);
     }
-    return skip_value(c, p, 0, 0, &ev->invalid);
 }
 
 /* Keep this event's side entries that its kind needs (field 0: metadata name; others: comm
@@ -831,11 +926,8 @@ static const char *read_event(Ctx *c, const char *p) {
         for (;;) {
             const char *k;
             size_t n;
-            if (!(p = read_key(c, p, &k, &n))) return NULL;
-            char key[16]; /* read_field may reuse scratch: copy the (short) known keys */
-            if (n >= sizeof(key)) n = 0; /* longer than any key read here */
-            memcpy(key, k, n);
-            if (!(p = read_field(c, p, key, n, &ev))) return NULL;
+            int id;
+            if (!(p = member_key(c, p, 0, &id, &k, &n)) || !(p = read_field(c, p, id, &ev))) return NULL;
             p = skip_ws(p, end);
             if (p < end && *p == '}') {
                 p++;
@@ -987,6 +1079,7 @@ static int read_side_keys(Ctx *c, PyObject *keys) {
         if (!PyArg_ParseTuple(item, "y#p", &k, &c->side_len[i], &decoded)) return -1;
         c->side_key[i] = k;
         c->side_decoded[i] = decoded;
+        c->side_lens |= 1ull << (c->side_len[i] < 63 ? c->side_len[i] : 63);
     }
     return 0;
 }
