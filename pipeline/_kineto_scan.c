@@ -66,6 +66,9 @@ typedef struct {
     size_t mask, count;
     PyObject *list;
     Buf pass; /* one byte per code: name_filter's answer (names only) */
+    const char *last_key; /* the last code returned: cat, pid, tid mostly repeat the previous event's */
+    size_t last_len;
+    int32_t last_code;
 } Dict;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -87,6 +90,7 @@ static uint64_t hash_bytes(const char *s, size_t n) {
 static int dict_init(Dict *d) {
     d->mask = 255;
     d->count = 0;
+    d->last_key = NULL;
     d->slots = calloc(d->mask + 1, sizeof(Slot));
     d->list = PyList_New(0);
     memset(&d->pass, 0, sizeof(Buf));
@@ -127,11 +131,16 @@ static int dict_grow(Dict *d) {
 
 /* Code of the string s[0:n] (UTF-8, invalid bytes become U+FFFD), added when new; -1 on error. */
 static int32_t dict_code(Dict *d, const char *s, size_t n, PyObject *filter) {
+    if (d->last_key && d->last_len == n && memcmp(d->last_key, s, n) == 0) return d->last_code;
     uint64_t h = hash_bytes(s, n);
     size_t j = h & d->mask;
     while (d->slots[j].key) {
         Slot *slot = &d->slots[j];
-        if (slot->hash == h && slot->len == n && memcmp(slot->key, s, n) == 0) return slot->code;
+        if (slot->hash == h && slot->len == n && memcmp(slot->key, s, n) == 0) {
+            d->last_key = slot->key; /* slots move when the table grows, their keys do not */
+            d->last_len = n;
+            return d->last_code = slot->code;
+        }
         j = (j + 1) & d->mask;
     }
     PyObject *text = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
@@ -187,6 +196,7 @@ typedef struct {
     int side_decoded[MAX_SIDE_KEYS];
     uint64_t side_lens; /* bit min(len, 63) set for each side key's length */
     int64_t rows_x, rows_m, events;
+    size_t row_cap; /* rows the kind, codes, ints and int_valid buffers all hold */
 } Ctx;
 
 static int fail(Ctx *c, const char *why) {
@@ -261,7 +271,8 @@ static inline unsigned non_ws16(const char *p) {
 #endif
 }
 
-static inline int is_ws(unsigned char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+/* ' ', '\t', '\n', '\r' as one bit test. */
+static inline int is_ws(unsigned char ch) { return ch <= ' ' && ((0x100002600ull >> ch) & 1); }
 
 static const char *skip_ws_long(const char *p, const char *end) {
     while (end - p >= 16) {
@@ -276,6 +287,7 @@ static const char *skip_ws_long(const char *p, const char *end) {
 /* Compact traces have no whitespace between tokens; indented ones have runs of it. */
 static inline const char *skip_ws(const char *p, const char *end) {
     if (p < end && !is_ws((unsigned char)*p)) return p;
+    if (end - p >= 2 && !is_ws((unsigned char)p[1])) return p + 1; /* the space after ':' or ',' */
     return skip_ws_long(p, end);
 }
 
@@ -471,23 +483,39 @@ typedef struct {
     const char *frac_s;
 } Num;
 
+/* The end of the run of ASCII digits at p. */
+static inline const char *digits_end(const char *p, const char *end) {
+#if defined(__SSE2__)
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+        unsigned other = ~(unsigned)_mm_movemask_epi8(digit) & 0xFFFF;
+        if (other) return p + __builtin_ctz(other);
+        p += 16;
+    }
+#endif
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
 static const char *scan_number(Ctx *c, const char *p, Num *num) {
     const char *end = c->end;
-    memset(num, 0, sizeof(*num));
     num->s = p;
+    num->neg = num->has_exp = 0;
+    num->frac_s = NULL;
+    num->frac_n = 0;
     if (p < end && *p == '-') {
         num->neg = 1;
         p++;
     }
     num->int_s = p;
     if (p < end && *p == '0') p++;
-    else if (p < end && *p >= '1' && *p <= '9')
-        while (p < end && *p >= '0' && *p <= '9') p++;
+    else if (p < end && *p >= '1' && *p <= '9') p = digits_end(p + 1, end);
     else return fail(c, "invalid number"), NULL;
     num->int_n = (size_t)(p - num->int_s);
     if (p < end && *p == '.') {
         num->frac_s = ++p;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p = digits_end(p, end);
         num->frac_n = (size_t)(p - num->frac_s);
         if (!num->frac_n) return fail(c, "invalid number"), NULL;
     }
@@ -884,6 +912,28 @@ static void keep_side(Ctx *c, Event *ev, int64_t row) {
     c->side.len = out * sizeof(Side);
 }
 
+/* b to exactly cap bytes (at least its length). */
+static int buf_resize(Buf *b, size_t cap) {
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* The row columns grow together, so emit checks the room once per row. */
+static int grow_rows(Ctx *c) {
+    size_t rows = c->row_cap ? c->row_cap * 2 : 4096;
+    int rc = buf_resize(&c->kind, rows);
+    for (int d = 0; d < N_DICTS && !rc; d++) rc = buf_resize(&c->codes[d], rows * 4);
+    for (int i = 0; i < N_INTS && !rc; i++) rc = buf_resize(&c->ints[i], rows * 8) || buf_resize(&c->int_valid[i], rows);
+    if (!rc) c->row_cap = rows;
+    return rc;
+}
+
 static int emit(Ctx *c, Event *ev) {
     if (ev->ph != 'X' && ev->ph != 'M') {
         c->side.len = ev->side_start * sizeof(Side);
@@ -897,16 +947,21 @@ static int emit(Ctx *c, Event *ev) {
         ev->val[I_EXT] = ev->ext_legacy;
         ev->valid[I_EXT] = 1;
     }
-    char kind = ev->ph == 'M';
-    if (buf_put(&c->kind, &kind, 1)) return -1;
+    size_t row = c->kind.len;
+    if (row == c->row_cap && grow_rows(c)) return -1;
+    c->kind.p[row] = ev->ph == 'M';
+    c->kind.len++;
     for (int d = 0; d < N_DICTS; d++) {
         int32_t stored = ev->code[d] + 1; /* 0: null */
-        if (buf_put(&c->codes[d], &stored, 4)) return -1;
+        memcpy(c->codes[d].p + row * 4, &stored, 4);
+        c->codes[d].len += 4;
     }
     for (int i = 0; i < N_INTS; i++) {
         int64_t v = ev->valid[i] ? ev->val[i] : 0;
-        char valid = (char)ev->valid[i];
-        if (buf_put(&c->ints[i], &v, 8) || buf_put(&c->int_valid[i], &valid, 1)) return -1;
+        memcpy(c->ints[i].p + row * 8, &v, 8);
+        c->ints[i].len += 8;
+        c->int_valid[i].p[row] = (char)ev->valid[i];
+        c->int_valid[i].len++;
     }
     keep_side(c, ev, ev->ph == 'M' ? c->rows_m++ : c->rows_x++);
     return 0;
