@@ -194,7 +194,7 @@ typedef struct {
     const char *side_key[MAX_SIDE_KEYS];
     Py_ssize_t side_len[MAX_SIDE_KEYS];
     int side_decoded[MAX_SIDE_KEYS];
-    uint64_t side_lens; /* bit min(len, 63) set for each side key's length */
+    uint64_t side_sig; /* bit side_sig(key) set for each side key */
     int64_t rows_x, rows_m, events;
     size_t row_cap; /* rows the kind, codes, ints and int_valid buffers all hold */
 } Ctx;
@@ -286,8 +286,8 @@ static const char *skip_ws_long(const char *p, const char *end) {
 
 /* Compact traces have no whitespace between tokens; indented ones have runs of it. */
 static inline const char *skip_ws(const char *p, const char *end) {
-    if (p < end && !is_ws((unsigned char)*p)) return p;
-    if (end - p >= 2 && !is_ws((unsigned char)p[1])) return p + 1; /* the space after ':' or ',' */
+    if (p < end && (unsigned char)*p > ' ') return p; /* above ' ': not whitespace */
+    if (end - p >= 2 && *p == ' ' && (unsigned char)p[1] > ' ') return p + 1; /* after ':' or ',' */
     return skip_ws_long(p, end);
 }
 
@@ -533,15 +533,31 @@ static const char *scan_number(Ctx *c, const char *p, Num *num) {
 
 static int is_int(const Num *n) { return !n->frac_s && !n->has_exp; }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Value of 8 ASCII digits in three multiplies (digit pairs, then quads, then the eight). */
+static inline uint64_t eight_digits(const char *s) {
+    uint64_t v;
+    memcpy(&v, s, 8);
+    v = (v & 0x0F0F0F0F0F0F0F0Full) * 2561 >> 8;
+    v = (v & 0x00FF00FF00FF00FFull) * 6553601 >> 16;
+    return (v & 0x0000FFFF0000FFFFull) * 42949672960001ull >> 32;
+}
+#endif
+
+/* Value of n <= 19 ASCII digits: below 10^19, so it cannot overflow uint64. */
+static inline uint64_t digits_value(const char *s, size_t n) {
+    uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; n >= 8; s += 8, n -= 8) v = v * 100000000 + eight_digits(s);
+#endif
+    while (n--) v = v * 10 + (uint64_t)(*s++ - '0');
+    return v;
+}
+
 /* Integer value of an int Num: 1 when it fits int64, 0 when it overflows. */
 static int num_int64(const Num *n, int64_t *out) {
     if (n->int_n > 19) return 0;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n->int_n; i++) {
-        uint64_t d = (uint64_t)(n->int_s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) return 0;
-        v = v * 10 + d;
-    }
+    uint64_t v = digits_value(n->int_s, n->int_n);
     uint64_t limit = n->neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     if (v > limit) return 0;
     *out = n->neg ? (int64_t)(0 - v) : (int64_t)v;
@@ -556,8 +572,7 @@ static int num_int64(const Num *n, int64_t *out) {
    disagree, both are computed and must agree. Returns 1 when converted, 0 when not. */
 static int to_ns(const Num *n, int is_ts, int64_t *out) {
     if (n->has_exp || n->int_n > 16) return 0;
-    uint64_t whole = 0;
-    for (size_t i = 0; i < n->int_n; i++) whole = whole * 10 + (uint64_t)(n->int_s[i] - '0');
+    uint64_t whole = digits_value(n->int_s, n->int_n);
     if (whole >= TWO_53) return 0;
     int64_t milli = 0, up = 0;
     for (size_t i = 0; i < 3; i++) milli = milli * 10 + (i < n->frac_n ? n->frac_s[i] - '0' : 0);
@@ -729,8 +744,11 @@ static const char *read_hot(Ctx *c, const char *p, int64_t *val, int *valid, int
     return p;
 }
 
+/* A 6-bit signature of a non-empty key (length and first byte) to rule most keys out. */
+static inline unsigned side_sig(const char *k, size_t n) { return (unsigned)(n * 7 + (unsigned char)k[0]) & 63; }
+
 static int side_index(Ctx *c, const char *k, size_t n) {
-    if (!((c->side_lens >> (n < 63 ? n : 63)) & 1)) return -1; /* no side key has this length */
+    if (n && !((c->side_sig >> side_sig(k, n)) & 1)) return -1; /* most keys: no side key is alike */
     for (Py_ssize_t i = 0; i < c->n_side_keys; i++)
         if ((size_t)c->side_len[i] == n && memcmp(c->side_key[i], k, n) == 0) return (int)i;
     return -1;
@@ -1134,7 +1152,7 @@ static int read_side_keys(Ctx *c, PyObject *keys) {
         if (!PyArg_ParseTuple(item, "y#p", &k, &c->side_len[i], &decoded)) return -1;
         c->side_key[i] = k;
         c->side_decoded[i] = decoded;
-        c->side_lens |= 1ull << (c->side_len[i] < 63 ? c->side_len[i] : 63);
+        if (c->side_len[i]) c->side_sig |= 1ull << side_sig(k, (size_t)c->side_len[i]);
     }
     return 0;
 }
