@@ -19,12 +19,11 @@ from tracehouse.pipeline.parsers.kineto_commargs import comm_args_frame
 from tracehouse.pipeline.parsers.kineto_events import (
     NO_EVENTS,
     EventRows,
-    kind_of,
     meta_rows,
-    name_flags,
     raw_columns,
     with_ns,
 )
+from tracehouse.pipeline.parsers.kineto_names import with_facts
 from tracehouse.pipeline.parsers.kineto_time import needs_text_path, text_to_ns
 
 CHUNK_EVENTS = 100_000  # decoded per batch: bounds the per-event Python objects alive at once
@@ -56,7 +55,7 @@ def chunk_rows(path: Path, events: Any, *, invalid_utf8: bool) -> EventRows:
     )
     ts_ns, dur_ns = _concat_exact(cols.exact, [f.height for f in cols.raw])
     return EventRows(
-        raw=with_ns(raw, ts_ns, dur_ns).with_columns(kind_of(pl.col("cat")), *name_flags(pl.col("name"))),
+        raw=with_ns(raw, ts_ns, dur_ns),
         comm_args=pl.concat(cols.comm_args, how="vertical"),
         metas=meta_rows(cols.metas, cols.loose),
         loose=cols.loose,
@@ -73,7 +72,7 @@ def _read_chunk(path: Path, raws: list[Any], cols: _Columns) -> None:
     cols.invalid_utf8 |= chunk is not joined
     xs = [e for e in events if e.ph == "X"]
     cols.metas.extend(e for e in events if e.ph == "M")
-    raw = raw_columns(xs, loose)
+    raw = with_facts(raw_columns(xs, loose))
     offset = sum(f.height for f in cols.raw)
     cols.comm_args.append(comm_args_frame(xs, raw).with_columns(pl.col("_row") + offset))
     cols.raw.append(raw)

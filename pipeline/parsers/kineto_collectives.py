@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import polars as pl
 from tracehouse.pipeline.parsers.comm_names import dtype_name, dtype_size, kernel_op, op_name
-from tracehouse.pipeline.parsers.kineto_commargs import COMM_KERNEL, per_value
+from tracehouse.pipeline.parsers.kineto_commargs import per_value
 from tracehouse.pipeline.parsers.kineto_gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
+from tracehouse.pipeline.parsers.kineto_names import is_comm_kernel
 from tracehouse.pipeline.parsers.kineto_spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
 
@@ -124,7 +125,9 @@ def _resolve(rows: pl.DataFrame, top: TopLevel, source: str, own: bool) -> pl.Da
 
 def kernel_rows(full: pl.DataFrame, comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     """One row per communication kernel."""
-    kernels = comm.filter((pl.col("kind") == "kernel") & pl.col("name").str.contains(COMM_KERNEL))
+    kernels = comm.filter(
+        (pl.col("kind") == "kernel") & per_value(comm["name"], is_comm_kernel, "k", pl.Boolean)
+    )
     if kernels.is_empty():
         return pl.DataFrame(schema=COLLECTIVES)
     launches = _launches(full, kernels["correlation"].drop_nulls())

@@ -7,19 +7,12 @@ so the rare args never become full-length columns.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from math import prod
 from typing import Any
 
 import msgspec
 import polars as pl
-
-COMM_KERNEL = r"(?i)^(nccl|rccl|hccl)|ncclkernel|nccldevkernel"
-HOST_COMM = r"^(record_param_comms$|nccl:|gloo:|c10d::|_c10d_functional::|tracehouse\.collective\|)"
-# A superset of comm_mask for the C scanner's once-per-unique-name test (comm_mask still decides).
-COMM_PREFILTER = re.compile(r"(?i)nccl|rccl|hccl|record_param_comms|gloo:|c10d|tracehouse\.collective\|")
-_PREFILTER_LOWER = re.compile(COMM_PREFILTER.pattern.removeprefix("(?i)"))
 
 _NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
 
@@ -37,11 +30,6 @@ COMM_ARGS: dict[str, pl.DataType] = {
     "numel": pl.Int64,  # elements of the tensors in `Input Dims` (see input_numel)
     "input_type": pl.String,  # first non-empty, non-container entry of `Input type`
 }
-
-
-def comm_mask(name: pl.Expr) -> pl.Expr:
-    """True for events that can feed COLLECTIVES."""
-    return name.str.contains(COMM_KERNEL) | name.str.contains(HOST_COMM)
 
 
 def per_value(
@@ -106,28 +94,10 @@ def _str(v: Any) -> str | None:
     return str(v) if type(v) is int else None
 
 
-def comm_prefilter(name: str) -> bool:
-    """COMM_PREFILTER's answer for one name.
-
-    ASCII names are lowercased and matched case-sensitively: 6x faster than `(?i)` on the long
-    Python-stack names of some traces; other names keep the Unicode case-insensitive regex.
-    """
-    if name.isascii():
-        return _PREFILTER_LOWER.search(name.lower()) is not None
-    return COMM_PREFILTER.search(name) is not None
-
-
-def candidate_rows(names: pl.Series) -> list[int]:
-    """Positions of the events whose name can feed COLLECTIVES."""
-    rows = names.to_frame("name").select(
-        pl.int_range(pl.len()).alias("_row"), comm_mask(pl.col("name")).alias("m")
-    )
-    return rows.filter("m")["_row"].to_list()
-
-
 def comm_args_frame(xs: list[Any], raw: pl.DataFrame) -> pl.DataFrame:
     """The comm-related args of the candidate rows, keyed by `_row` (position among complete events)."""
-    return comm_args_rows(candidate_rows(raw["name"]), lambda i, attr: getattr(xs[i].args, attr))
+    candidates = raw["_comm"].arg_true().to_list()
+    return comm_args_rows(candidates, lambda i, attr: getattr(xs[i].args, attr))
 
 
 def comm_args_rows(idx: list[int], arg: Callable[[int, str], Any]) -> pl.DataFrame:

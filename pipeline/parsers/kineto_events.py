@@ -9,10 +9,8 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.errors import TraceFormatError
-from tracehouse.pipeline.parsers.kineto_commargs import comm_mask
-from tracehouse.pipeline.parsers.kineto_steps import step_number
 from tracehouse.pipeline.parsers.kineto_time import float_to_ns
-from tracehouse.pipeline.schema import EVENTS, KIND_BY_CATEGORY, OTHER_KIND, THREADS
+from tracehouse.pipeline.schema import EVENTS, THREADS
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 RUNTIME_KIND = "runtime"
@@ -102,17 +100,6 @@ def check_times(path: Path, raw: pl.DataFrame) -> None:
             path,
             f"{missing.height} complete (ph=X) events lack ts or dur; first: {first['name']!r}",
         )
-
-
-def kind_of(cat: pl.Expr) -> pl.Expr:
-    """The normalised event kind of a category (case-insensitive; unknown: "other")."""
-    kind = cat.str.to_lowercase().replace_strict(KIND_BY_CATEGORY, default=OTHER_KIND, return_dtype=pl.String)
-    return kind.alias("kind")
-
-
-def name_flags(name: pl.Expr) -> list[pl.Expr]:
-    """Name-derived columns: `_comm` (can feed COLLECTIVES) and `_step` (N of ProfilerStep#N)."""
-    return [comm_mask(name).alias("_comm"), step_number(name).alias("_step")]
 
 
 def with_ns(raw: pl.DataFrame, ts_ns: pl.Series | None, dur_ns: pl.Series | None) -> pl.DataFrame:

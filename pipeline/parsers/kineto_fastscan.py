@@ -18,14 +18,15 @@ import numpy as np
 import numpy.ma  # Polars imports it on its first numpy Series: pay that at import, once
 import polars as pl
 from tracehouse.pipeline.parsers.kineto_chunks import CHUNK_EVENTS
-from tracehouse.pipeline.parsers.kineto_commargs import comm_args_rows, comm_prefilter
+from tracehouse.pipeline.parsers.kineto_commargs import comm_args_rows
 from tracehouse.pipeline.parsers.kineto_decode import (
     ARG_FIELDS,
     TopLevelFields,
     first_byte,
     replace_invalid_utf8,
 )
-from tracehouse.pipeline.parsers.kineto_events import EventRows, MetaRow, kind_of, name_flags
+from tracehouse.pipeline.parsers.kineto_events import EventRows, MetaRow
+from tracehouse.pipeline.parsers.kineto_names import category_facts, is_comm_name, name_facts
 
 try:
     from tracehouse.pipeline import _kineto_scan
@@ -62,14 +63,32 @@ def scan_trace(data: bytes) -> Scanned | None:
     """The trace through the C scanner, or None when it is missing or declines the input."""
     if _kineto_scan is None:
         return None
+    comm = _CommAnswers()
     try:
-        cols = _kineto_scan.scan(data, _SIDE_KEYS, comm_prefilter)
+        cols = _kineto_scan.scan(data, _SIDE_KEYS, comm)
     except ValueError:
         return None
     fields = _top_fields(data, cols["top"])
     if fields is None:
         return None
+    cols["name_comm"] = comm.answers
     return Scanned(fields=fields, bare_array=first_byte(data) == b"[", rows=_rows(data, cols))
+
+
+class _CommAnswers:
+    """The scanner's name filter: `is_comm_name`, its answers kept in name-code order.
+
+    The scanner calls it once per distinct name, as it adds the name to its dictionary, so
+    answer i belongs to name code i (`_complete` checks the counts match).
+    """
+
+    def __init__(self) -> None:
+        self.answers: list[bool] = []
+
+    def __call__(self, name: str) -> bool:
+        answer = is_comm_name(name)
+        self.answers.append(answer)
+        return answer
 
 
 def _top_fields(data: bytes, spans: bytes) -> TopLevelFields | None:
@@ -125,8 +144,10 @@ def _strings(cols: dict[str, Any], name: str, rows: slice | np.ndarray) -> pl.Se
 
 def _complete(cols: dict[str, Any], rows: slice | np.ndarray) -> pl.DataFrame:
     """The complete events, with `kind`, `_comm`, `_step` evaluated once per unique cat/name."""
-    cats = _values(cols, "cat").to_frame().with_columns(kind_of(pl.col("cat")))
-    names = _values(cols, "name").to_frame().with_columns(name_flags(pl.col("name")))
+    cats = category_facts([None, *cols["cat_values"]])
+    names = cols["name_values"]
+    comm = cols["name_comm"] if len(cols["name_comm"]) == len(names) else None
+    names = name_facts([None, *names], None if comm is None else [False, *comm])
     frame = pl.DataFrame(
         {
             **cats[_codes(cols, "cat", rows)].to_dict(),

@@ -11,17 +11,11 @@ from __future__ import annotations
 import polars as pl
 from tracehouse.pipeline.schema import STEPS
 
-STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "cuda_sync")
 
 
-def step_number(name: pl.Expr) -> pl.Expr:
-    """N of a `ProfilerStep#N` name, else NULL (evaluated once per unique name by the scanner path)."""
-    return name.str.extract(STEP_PATTERN, 1).cast(pl.Int64, strict=False)
-
-
 def steps_frame(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per step of the loop thread, in step order (`events._step`: see step_number).
+    """One row per step of the loop thread, in step order (`events._step`: see kineto_names.step_number).
 
     One Polars filter finds the step annotations; the rest is plain Python over those few rows
     (one per step per thread), cheaper than a chain of Polars queries on a tiny frame.
