@@ -71,20 +71,42 @@ typedef struct {
     int32_t last_code;
 } Dict;
 
+static inline uint64_t load64(const char *s) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    return w;
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t w, uint64_t k) {
+    h = (h ^ w) * k;
+    return h ^ (h >> 32);
+}
+
+/* Two independent lanes of 8 bytes (long kernel names: half the multiply chain); the last
+   bytes are read as overlapping words. Any byte order: the hash never leaves the table. */
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-        s += 8;
-        n -= 8;
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ n, b = 0xC2B2AE3D27D4EB4Full;
+    const char *e = s + n;
+    if (n >= 8) {
+        for (; e - s > 16; s += 16) {
+            a = mix(a, load64(s), 0xFF51AFD7ED558CCDull);
+            b = mix(b, load64(s + 8), 0xC4CEB9FE1A85EC53ull);
+        }
+        a = mix(a, load64(e - s > 8 ? s : e - 8), 0xFF51AFD7ED558CCDull);
+        b = mix(b, load64(e - 8), 0xC4CEB9FE1A85EC53ull);
+    } else {
+        uint64_t w = 0;
+        for (size_t i = 0; i < n; i++) w = w << 8 | (unsigned char)s[i];
+        a = mix(a, w, 0xFF51AFD7ED558CCDull);
     }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    uint64_t h = (a ^ (b << 23 | b >> 41)) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
+}
+
+/* memcmp(a, b, n) == 0 without a call for the short strings that dominate. */
+static inline int same_bytes(const char *a, const char *b, size_t n) {
+    if (n >= 8 && n <= 16) return load64(a) == load64(b) && load64(a + n - 8) == load64(b + n - 8);
+    return memcmp(a, b, n) == 0;
 }
 
 static int dict_init(Dict *d) {
@@ -131,12 +153,12 @@ static int dict_grow(Dict *d) {
 
 /* Code of the string s[0:n] (UTF-8, invalid bytes become U+FFFD), added when new; -1 on error. */
 static int32_t dict_code(Dict *d, const char *s, size_t n, PyObject *filter) {
-    if (d->last_key && d->last_len == n && memcmp(d->last_key, s, n) == 0) return d->last_code;
+    if (d->last_key && d->last_len == n && same_bytes(d->last_key, s, n)) return d->last_code;
     uint64_t h = hash_bytes(s, n);
     size_t j = h & d->mask;
     while (d->slots[j].key) {
         Slot *slot = &d->slots[j];
-        if (slot->hash == h && slot->len == n && memcmp(slot->key, s, n) == 0) {
+        if (slot->hash == h && slot->len == n && same_bytes(slot->key, s, n)) {
             d->last_key = slot->key; /* slots move when the table grows, their keys do not */
             d->last_len = n;
             return d->last_code = slot->code;
@@ -600,11 +622,29 @@ static int to_ns(const Num *n, int is_ts, int64_t *out) {
 
 static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int *invalid);
 
-static const char *skip_string(Ctx *c, const char *p, int decoded, int *invalid) {
+static inline const char *skip_string(Ctx *c, const char *p, int decoded, int *invalid) {
     Str s;
     p = scan_string(c, p, &s);
     if (p && decoded && s.high && !utf8_valid((const unsigned char *)s.s, s.n)) *invalid = 1;
     return p;
+}
+
+/* A number's grammar only (p at its first byte): as scan_number, keeping nothing. */
+static inline const char *skip_number(Ctx *c, const char *p) {
+    const char *end = c->end;
+    if (end - p >= 16 && p[0] >= '1' && p[0] <= '9') { /* the common plain integer */
+        const char *q = digits_end(p + 1, end);
+        if (q < end && *q != '.' && *q != 'e' && *q != 'E') return q;
+    }
+    Num n;
+    return scan_number(c, p, &n);
+}
+
+/* The values read_args and read_field skip: strings and numbers inline, the rest by skip_value. */
+static inline const char *skip_member(Ctx *c, const char *p, int decoded, int *invalid) {
+    if (p < c->end && *p == '"') return skip_string(c, p + 1, decoded, invalid);
+    if (p < c->end && *p >= '0' && *p <= '9') return skip_number(c, p);
+    return skip_value(c, p, decoded, 0, invalid);
 }
 
 /* Skip one JSON value (p at its first byte). `decoded`: msgspec decodes it (checks UTF-8). */
@@ -633,10 +673,7 @@ static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int
             p = skip_ws(p + 1, end);
         }
     }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        Num n;
-        return scan_number(c, p, &n);
-    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return skip_number(c, p);
     static const char *literals[] = {"true", "false", "null"};
     for (int i = 0; i < 3; i++) {
         size_t len = strlen(literals[i]);
@@ -872,7 +909,7 @@ static const char *read_args(Ctx *c, const char *p, Event *ev) {
                     const char *s = p;
                     p = skip_value(c, p, c->side_decoded[field], 0, &ev->invalid);
                     if (p && add_side(c, field, s, p)) return NULL;
-                } else p = skip_value(c, p, 0, 0, &ev->invalid);
+                } else p = skip_member(c, p, 0, &ev->invalid);
         }
         if (!p) return NULL;
         p = skip_ws(p, end);
@@ -911,7 +948,7 @@ static const char *read_field(Ctx *c, const char *p, int id, Event *ev) {
         case K_ARGS:
             if (ev->seen_args++) return fail(c, "duplicate args"), NULL;
             return read_args(c, p, ev);
-        default: return skip_value(c, p, 0, 0, &ev->invalid);
+        default: return skip_member(c, p, 0, &ev->invalid);
     }
 }
 
