@@ -796,17 +796,6 @@ static int add_side(Ctx *c, int field, const char *s, const char *e) {
     return buf_put(&c->side, &entry, sizeof(entry));
 }
 
-/* A key string (p at the opening quote) resolved into (text, n); scratch may be used. */
-static const char *read_key(Ctx *c, const char *p, const char **text, size_t *n) {
-    const char *end = c->end;
-    if (p >= end || *p != '"') return fail(c, "expected a key"), NULL;
-    Str s;
-    if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, text, n)) return NULL;
-    p = skip_ws(p, end);
-    if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
-    return skip_ws(p + 1, end);
-}
-
 /* The keys read from events and from their args. */
 enum {
     K_OTHER, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, /* event */
@@ -873,16 +862,48 @@ static inline int known_key(const char *p, int args, size_t *len) {
 #undef TRY
 }
 
+/* p after a key's closing quote: the value's position, past ':' and its whitespace. */
+static inline const char *past_colon(Ctx *c, const char *p) {
+    const char *end = c->end;
+    if (end - p >= 3 && p[0] == ':') { /* "k":v and "k": v */
+        if ((unsigned char)p[1] > ' ') return p + 1;
+        if (p[1] == ' ' && (unsigned char)p[2] > ' ') return p + 2;
+    }
+    p = skip_ws(p, end);
+    if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
+    return skip_ws(p + 1, end);
+}
+
+/* p after a member's value: 1 with *pp at the next member, 0 with *pp past the closing '}',
+   -1 on error. */
+static inline int next_member(Ctx *c, const char **pp) {
+    const char *p = *pp, *end = c->end;
+    if (end - p >= 3 && p[0] == ',') { /* ,"k" and , "k" */
+        if (p[1] == '"') return *pp = p + 1, 1;
+        if (p[1] == ' ' && p[2] == '"') return *pp = p + 2, 1;
+    }
+    p = skip_ws(p, end);
+    if (p < end && *p == '}') return *pp = p + 1, 0;
+    if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), -1;
+    *pp = skip_ws(p + 1, end);
+    return 1;
+}
+
+/* A key string (p at the opening quote) resolved into (text, n); scratch may be used. */
+static const char *read_key(Ctx *c, const char *p, const char **text, size_t *n) {
+    const char *end = c->end;
+    if (p >= end || *p != '"') return fail(c, "expected a key"), NULL;
+    Str s;
+    if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, text, n)) return NULL;
+    return past_colon(c, p);
+}
+
 /* A member's key (p at the opening quote) as a key id; (*k, *n): its text (for K_OTHER args keys
    only; scratch may hold it). Returns the position of the value. */
 static inline const char *member_key(Ctx *c, const char *p, int args, int *id, const char **k, size_t *n) {
     const char *end = c->end;
     size_t len;
-    if (end - p >= 17 && *p == '"' && (*id = known_key(p + 1, args, &len)) >= 0) {
-        p = skip_ws(p + 1 + len, end);
-        if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
-        return skip_ws(p + 1, end);
-    }
+    if (end - p >= 17 && *p == '"' && (*id = known_key(p + 1, args, &len)) >= 0) return past_colon(c, p + 1 + len);
     if (!(p = read_key(c, p, k, n))) return NULL;
     *id = key_id(*k, *n, args);
     return p;
@@ -911,11 +932,8 @@ static const char *read_args(Ctx *c, const char *p, Event *ev) {
                     if (p && add_side(c, field, s, p)) return NULL;
                 } else p = skip_member(c, p, 0, &ev->invalid);
         }
-        if (!p) return NULL;
-        p = skip_ws(p, end);
-        if (p < end && *p == '}') return p + 1;
-        if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), NULL;
-        p = skip_ws(p + 1, end);
+        int more = p ? next_member(c, &p) : -1;
+        if (more <= 0) return more ? NULL : p;
     }
 }
 
@@ -1038,13 +1056,9 @@ static const char *read_event(Ctx *c, const char *p) {
             size_t n;
             int id;
             if (!(p = member_key(c, p, 0, &id, &k, &n)) || !(p = read_field(c, p, id, &ev))) return NULL;
-            p = skip_ws(p, end);
-            if (p < end && *p == '}') {
-                p++;
-                break;
-            }
-            if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), NULL;
-            p = skip_ws(p + 1, end);
+            int more = next_member(c, &p);
+            if (more < 0) return NULL;
+            if (!more) break;
         }
     if (ev.invalid) {
         PyObject *i = PyLong_FromLongLong(c->events);
@@ -1094,11 +1108,8 @@ static const char *scan_object(Ctx *c, const char *p) {
                 if (buf_put(&c->top, span, sizeof(span))) return NULL;
             }
         }
-        if (!p) return NULL;
-        p = skip_ws(p, end);
-        if (p < end && *p == '}') return p + 1;
-        if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), NULL;
-        p = skip_ws(p + 1, end);
+        int more = p ? next_member(c, &p) : -1;
+        if (more <= 0) return more ? NULL : p;
     }
 }
 
