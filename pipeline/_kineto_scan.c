@@ -29,6 +29,7 @@ events holding invalid UTF-8 there are listed in "invalid_utf8_events".
 typedef struct {
     char *p;
     size_t len, cap;
+    PyObject *obj; /* row columns: the bytes object p points into (else p is malloc'd) */
 } Buf;
 
 static int buf_reserve(Buf *b, size_t extra) {
@@ -985,14 +986,16 @@ static void keep_side(Ctx *c, Event *ev, int64_t row) {
     c->side.len = out * sizeof(Side);
 }
 
-/* b to exactly cap bytes (at least its length). */
-static int buf_resize(Buf *b, size_t cap) {
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        PyErr_NoMemory();
+/* A row column to exactly cap bytes, kept in a bytes object that becomes the result as it is
+   (no copy of the columns at the end). */
+static int col_resize(Buf *b, size_t cap) {
+    if (!b->obj) b->obj = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+    else if (_PyBytes_Resize(&b->obj, (Py_ssize_t)cap)) b->obj = NULL; /* it freed the object */
+    if (!b->obj) {
+        memset(b, 0, sizeof(*b)); /* p pointed into the object */
         return -1;
     }
-    b->p = p;
+    b->p = PyBytes_AS_STRING(b->obj);
     b->cap = cap;
     return 0;
 }
@@ -1000,9 +1003,9 @@ static int buf_resize(Buf *b, size_t cap) {
 /* The row columns grow together, so emit checks the room once per row. */
 static int grow_rows(Ctx *c) {
     size_t rows = c->row_cap ? c->row_cap * 2 : 4096;
-    int rc = buf_resize(&c->kind, rows);
-    for (int d = 0; d < N_DICTS && !rc; d++) rc = buf_resize(&c->codes[d], rows * 4);
-    for (int i = 0; i < N_INTS && !rc; i++) rc = buf_resize(&c->ints[i], rows * 8) || buf_resize(&c->int_valid[i], rows);
+    int rc = col_resize(&c->kind, rows);
+    for (int d = 0; d < N_DICTS && !rc; d++) rc = col_resize(&c->codes[d], rows * 4);
+    for (int i = 0; i < N_INTS && !rc; i++) rc = col_resize(&c->ints[i], rows * 8) || col_resize(&c->int_valid[i], rows);
     if (!rc) c->row_cap = rows;
     return rc;
 }
@@ -1122,10 +1125,22 @@ static int scan_document(Ctx *c) {
     return 0;
 }
 
-static int set_bytes(PyObject *out, const char *key, Buf *b) {
-    PyObject *v = PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
-    free(b->p);
+static void buf_free(Buf *b) {
+    if (b->obj) Py_DECREF(b->obj);
+    else free(b->p);
     memset(b, 0, sizeof(*b));
+}
+
+static int set_bytes(PyObject *out, const char *key, Buf *b) {
+    PyObject *v = b->obj;
+    if (v) { /* a row column: the object itself, cut to its length */
+        Py_ssize_t len = (Py_ssize_t)b->len;
+        memset(b, 0, sizeof(*b));
+        if (_PyBytes_Resize(&v, len)) v = NULL;
+    } else {
+        v = PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
+        buf_free(b);
+    }
     if (!v) return -1;
     int rc = PyDict_SetItemString(out, key, v);
     Py_DECREF(v);
@@ -1174,14 +1189,14 @@ static PyObject *result(Ctx *c) {
 static void ctx_free(Ctx *c) {
     for (int d = 0; d < N_DICTS; d++) {
         dict_free(&c->dicts[d]);
-        free(c->codes[d].p);
+        buf_free(&c->codes[d]);
     }
     for (int i = 0; i < N_INTS; i++) {
-        free(c->ints[i].p);
-        free(c->int_valid[i].p);
+        buf_free(&c->ints[i]);
+        buf_free(&c->int_valid[i]);
     }
     free(c->top.p);
-    free(c->kind.p);
+    buf_free(&c->kind);
     free(c->scratch.p);
     free(c->side.p);
     Py_XDECREF(c->invalid_events);
