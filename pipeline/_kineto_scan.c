@@ -13,6 +13,11 @@ Anything the scanner does not reproduce exactly (malformed JSON, unexpected type
 it cannot convert exactly) raises ValueError: the caller falls back to the msgspec path.
 UTF-8 is validated only where msgspec decodes a string (so the invalid_utf8 flag matches);
 events holding invalid UTF-8 there are listed in "invalid_utf8_events".
+
+Speed: strings, whitespace and digit runs are scanned 16 bytes at a time (SSE2, else an exact
+SWAR fallback); known keys are recognised from their raw bytes (an escaped spelling takes the
+general path and still matches); each dictionary remembers its last hit; row columns grow
+together inside the bytes objects returned. None of this changes what is accepted or returned.
 */
 #pragma GCC optimize("O3") /* pyproject builds with -O2; O3 measured ~13% faster here */
 #define PY_SSIZE_T_CLEAN
