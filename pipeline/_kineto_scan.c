@@ -1,13 +1,16 @@
 /* One-pass scanner of a Kineto `traceEvents` JSON array into columns (no per-event objects).
 
-scan(buffer, side_keys, name_filter) -> dict. Only complete (ph "X") and metadata (ph "M")
-events become rows. Per row: kind (0 = X, 1 = M); cat/name/pid/tid as int32 codes into
-lists of unique strings (pid/tid numbers become their decimal text); ts/dur as exact int64
-ns (see to_ns); stream/correlation/external_id/device as int64; nullable columns carry an
-Arrow validity bitmap. The rare args named in `side_keys` (tuple of (key bytes, decoded))
-are returned as (row, field, start, end, event) byte ranges of their raw JSON value; Python
-decodes those few. `name_filter(name) -> bool` is called once per unique event name: comm
-args are kept only for events whose name passes it.
+scan(buffer, side_keys, name_filter, cat_filter) -> dict. Complete (ph "X") events become
+rows: cat/name/pid/tid as int32 codes into lists of unique strings ("<dict>_values"; code 0
+is null, else 1 + index; pid/tid numbers become their decimal text); ts/dur as exact int64 ns
+(see to_ns); stream/correlation/external_id/device as int64; each int column has a
+"<col>_valid" byte per row. Metadata (ph "M") events become "meta_name"/"meta_pid"/"meta_tid"
+codes. The rare args named in `side_keys` (tuple of (key bytes, decoded)) are returned as
+(row, field, start, end, event) byte ranges of their raw JSON value; Python decodes those
+few. `name_filter(name)` and `cat_filter(cat)` are called once per unique name / category,
+in code order, and answer a small int ("name_answers" / "cat_answers", one byte per code):
+comm args are kept only for events whose name answers non-zero, and "launch" (see
+launch_times) takes categories answering 1 as runtime calls and 2 as GPU events.
 
 Anything the scanner does not reproduce exactly (malformed JSON, unexpected types, times
 it cannot convert exactly) raises ValueError: the caller falls back to the msgspec path.
@@ -71,7 +74,8 @@ typedef struct {
     Slot *slots;
     size_t mask, count;
     PyObject *list;
-    Buf pass; /* one byte per code: name_filter's answer (names only) */
+    PyObject *filter; /* called once per new string (names, categories); NULL: none */
+    Buf pass;         /* one byte per code: the filter's answer, a small int */
     const char *last_key; /* the last code returned: cat, pid, tid mostly repeat the previous event's */
     size_t last_len;
     int32_t last_code;
@@ -158,7 +162,17 @@ static int dict_grow(Dict *d) {
 }
 
 /* Code of the string s[0:n] (UTF-8, invalid bytes become U+FFFD), added when new; -1 on error. */
-static int32_t dict_code(Dict *d, const char *s, size_t n, PyObject *filter) {
+static int filter_answer(PyObject *answer) {
+    long v = answer ? PyLong_AsLong(answer) : -1;
+    if (v == -1 && (!answer || PyErr_Occurred())) return -1;
+    if (v < 0 || v > 127) {
+        PyErr_SetString(PyExc_ValueError, "a dictionary filter must answer an int in 0..127");
+        return -1;
+    }
+    return (int)v;
+}
+
+static int32_t dict_code(Dict *d, const char *s, size_t n) {
     if (d->last_key && d->last_len == n && same_bytes(d->last_key, s, n)) return d->last_code;
     uint64_t h = hash_bytes(s, n);
     size_t j = h & d->mask;
@@ -174,9 +188,9 @@ static int32_t dict_code(Dict *d, const char *s, size_t n, PyObject *filter) {
     PyObject *text = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
     if (!text) return -1;
     int rc = PyList_Append(d->list, text);
-    if (rc == 0 && filter) {
-        PyObject *answer = PyObject_CallOneArg(filter, text);
-        int pass = answer ? PyObject_IsTrue(answer) : -1;
+    if (rc == 0 && d->filter) {
+        PyObject *answer = PyObject_CallOneArg(d->filter, text);
+        int pass = filter_answer(answer);
         Py_XDECREF(answer);
         char byte = (char)pass;
         rc = pass < 0 ? -1 : buf_put(&d->pass, &byte, 1);
@@ -214,17 +228,18 @@ typedef struct {
     const char *start, *end;
     const char *err;
     Dict dicts[N_DICTS];
-    Buf kind, codes[N_DICTS], ints[N_INTS], int_valid[N_INTS];
+    Buf codes[N_DICTS], ints[N_INTS], int_valid[N_INTS]; /* complete events */
+    Buf meta[3];                                        /* metadata events: name, pid, tid codes */
     Buf top; /* int64 (start, end) of each top-level member other than traceEvents */
     Buf scratch, side; /* side: Side entries */
-    PyObject *invalid_events, *name_filter;
+    PyObject *invalid_events;
     Py_ssize_t n_side_keys;
     const char *side_key[MAX_SIDE_KEYS];
     Py_ssize_t side_len[MAX_SIDE_KEYS];
     int side_decoded[MAX_SIDE_KEYS];
     uint64_t side_sig; /* bit side_sig(key) set for each side key */
     int64_t rows_x, rows_m, events;
-    size_t row_cap; /* rows the kind, codes, ints and int_valid buffers all hold */
+    size_t row_cap; /* rows the codes, ints and int_valid buffers all hold */
 } Ctx;
 
 static int fail(Ctx *c, const char *why) {
@@ -717,7 +732,7 @@ static const char *read_text(Ctx *c, const char *p, int d, int nullable, Event *
     size_t n;
     if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &n)) return NULL;
     if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
-    int32_t code = dict_code(&c->dicts[d], text, n, d == D_NAME ? c->name_filter : NULL);
+    int32_t code = dict_code(&c->dicts[d], text, n);
     if (code < 0) return NULL;
     ev->code[d] = code;
     return p;
@@ -745,7 +760,7 @@ static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
         if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &n)) return NULL;
         if (numeric_looking(text, n)) return fail(c, "numeric-looking string pid/tid"), NULL;
         if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
-        ev->code[d] = dict_code(&c->dicts[d], text, n, NULL);
+        ev->code[d] = dict_code(&c->dicts[d], text, n);
         return ev->code[d] < 0 ? NULL : p;
     }
     if (is_null(p, end)) {
@@ -757,7 +772,7 @@ static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
     if (!is_int(&num)) return fail(c, "pid/tid is not an integer"), NULL;
     int minus_zero = num.neg && num.int_n == 1 && num.int_s[0] == '0';
     const char *text = minus_zero ? num.int_s : num.s;
-    ev->code[d] = dict_code(&c->dicts[d], text, (size_t)(num.e - text), NULL);
+    ev->code[d] = dict_code(&c->dicts[d], text, (size_t)(num.e - text));
     return ev->code[d] < 0 ? NULL : p;
 }
 
@@ -977,7 +992,7 @@ static const char *read_field(Ctx *c, const char *p, int id, Event *ev) {
 }
 
 /* Keep this event's side entries that its kind needs (field 0: metadata name; others: comm
-   args of events whose name passed name_filter), with their row index set. */
+   args of events whose name passed the name filter), with their row index set. */
 static void keep_side(Ctx *c, Event *ev, int64_t row) {
     Side *side = (Side *)c->side.p;
     size_t n = c->side.len / sizeof(Side), out = ev->side_start;
@@ -1008,11 +1023,22 @@ static int col_resize(Buf *b, size_t cap) {
 /* The row columns grow together, so emit checks the room once per row. */
 static int grow_rows(Ctx *c) {
     size_t rows = c->row_cap ? c->row_cap * 2 : 4096;
-    int rc = col_resize(&c->kind, rows);
+    int rc = 0;
     for (int d = 0; d < N_DICTS && !rc; d++) rc = col_resize(&c->codes[d], rows * 4);
     for (int i = 0; i < N_INTS && !rc; i++) rc = col_resize(&c->ints[i], rows * 8) || col_resize(&c->int_valid[i], rows);
     if (!rc) c->row_cap = rows;
     return rc;
+}
+
+/* A metadata event: its name, pid and tid codes (0: null, else 1 + code). */
+static int emit_meta(Ctx *c, Event *ev) {
+    static const int dicts[3] = {D_NAME, D_PID, D_TID};
+    for (int i = 0; i < 3; i++) {
+        int32_t stored = ev->code[dicts[i]] + 1;
+        if (buf_put(&c->meta[i], &stored, 4)) return -1;
+    }
+    keep_side(c, ev, c->rows_m++);
+    return 0;
 }
 
 static int emit(Ctx *c, Event *ev) {
@@ -1022,16 +1048,14 @@ static int emit(Ctx *c, Event *ev) {
     }
     if (ev->ph == 'X' && (ev->time_bad[0] || ev->time_bad[1]))
         return fail(c, "ts/dur not exactly convertible (exponent or beyond 2^53)");
-    if (ev->code[D_NAME] == -2 && (ev->code[D_NAME] = dict_code(&c->dicts[D_NAME], "", 0, c->name_filter)) < 0)
-        return -1;
+    if (ev->code[D_NAME] == -2 && (ev->code[D_NAME] = dict_code(&c->dicts[D_NAME], "", 0)) < 0) return -1;
+    if (ev->ph == 'M') return emit_meta(c, ev);
     if (!ev->valid[I_EXT] && ev->ext_legacy_valid) {
         ev->val[I_EXT] = ev->ext_legacy;
         ev->valid[I_EXT] = 1;
     }
-    size_t row = c->kind.len;
+    size_t row = (size_t)c->rows_x;
     if (row == c->row_cap && grow_rows(c)) return -1;
-    c->kind.p[row] = ev->ph == 'M';
-    c->kind.len++;
     for (int d = 0; d < N_DICTS; d++) {
         int32_t stored = ev->code[d] + 1; /* 0: null */
         memcpy(c->codes[d].p + row * 4, &stored, 4);
@@ -1044,7 +1068,7 @@ static int emit(Ctx *c, Event *ev) {
         c->int_valid[i].p[row] = (char)ev->valid[i];
         c->int_valid[i].len++;
     }
-    keep_side(c, ev, ev->ph == 'M' ? c->rows_m++ : c->rows_x++);
+    keep_side(c, ev, c->rows_x++);
     return 0;
 }
 
@@ -1166,16 +1190,84 @@ static PyObject *side_list(Ctx *c) {
     return list;
 }
 
+/* Correlation -> earliest runtime ts: open addressing (the table is at least twice the rows). */
+typedef struct {
+    int64_t *key, *ts;
+    char *used;
+    size_t mask;
+} TimeTable;
+
+static inline size_t corr_slot(const TimeTable *t, int64_t corr) {
+    size_t j = (size_t)(((uint64_t)corr * 0x9E3779B97F4A7C15ull) >> 17) & t->mask;
+    while (t->used[j] && t->key[j] != corr) j = (j + 1) & t->mask;
+    return j;
+}
+
+static void launch_fill(Ctx *c, const char *role, TimeTable *t, int64_t *launch, char *valid) {
+    size_t n = (size_t)c->rows_x;
+    const int32_t *cat = (const int32_t *)c->codes[D_CAT].p;
+    const int64_t *ts = (const int64_t *)c->ints[I_TS].p, *dur = (const int64_t *)c->ints[I_DUR].p;
+    const int64_t *corr = (const int64_t *)c->ints[I_CORR].p;
+    const char *ts_ok = c->int_valid[I_TS].p, *dur_ok = c->int_valid[I_DUR].p;
+    const char *corr_ok = c->int_valid[I_CORR].p, *stream_ok = c->int_valid[I_STREAM].p;
+    for (size_t i = 0; i < n; i++) {
+        int r = cat[i] ? role[cat[i] - 1] : 0;
+        if (r != 1 || !corr_ok[i] || !ts_ok[i] || !dur_ok[i] || dur[i] < 0) continue;
+        size_t j = corr_slot(t, corr[i]);
+        if (!t->used[j] || ts[i] < t->ts[j]) t->ts[j] = ts[i];
+        t->used[j] = 1;
+        t->key[j] = corr[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        int r = cat[i] ? role[cat[i] - 1] : 0;
+        size_t j = r == 2 && stream_ok[i] && corr_ok[i] ? corr_slot(t, corr[i]) : 0;
+        valid[i] = r == 2 && stream_ok[i] && corr_ok[i] && t->used[j];
+        launch[i] = valid[i] ? t->ts[j] : 0;
+    }
+}
+
+/* "launch" / "launch_valid": for each GPU event (category answer 2) with a stream and a
+   correlation, the earliest ts among the runtime events (answer 1) of that correlation whose
+   dur is >= 0 (events with a negative dur are dropped later); kineto_events.events_frame
+   states the same rule for the msgspec path. */
+static int launch_times(Ctx *c, PyObject *out) {
+    size_t n = (size_t)c->rows_x;
+    const char *role = c->dicts[D_CAT].pass.p;
+    TimeTable t = {NULL, NULL, NULL, 15};
+    while (t.mask + 1 < 2 * n) t.mask = t.mask * 2 + 1;
+    t.key = malloc((t.mask + 1) * 8);
+    t.ts = malloc((t.mask + 1) * 8);
+    t.used = calloc(t.mask + 1, 1);
+    PyObject *launch = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+    PyObject *valid = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    int rc = -1;
+    if (!t.key || !t.ts || !t.used) PyErr_NoMemory();
+    else if (launch && valid) {
+        if (n) launch_fill(c, role, &t, (int64_t *)PyBytes_AS_STRING(launch), PyBytes_AS_STRING(valid));
+        rc = PyDict_SetItemString(out, "launch", launch) || PyDict_SetItemString(out, "launch_valid", valid);
+    }
+    free(t.key);
+    free(t.ts);
+    free(t.used);
+    Py_XDECREF(launch);
+    Py_XDECREF(valid);
+    return rc;
+}
+
 static PyObject *result(Ctx *c) {
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     char key[64];
-    int rc = set_bytes(out, "kind", &c->kind);
+    int rc = launch_times(c, out); /* first: it reads the row columns that follow move into out */
     for (int d = 0; d < N_DICTS && !rc; d++) {
         rc = set_bytes(out, DICT_NAMES[d], &c->codes[d]);
         snprintf(key, sizeof(key), "%s_values", DICT_NAMES[d]);
         rc = rc || PyDict_SetItemString(out, key, c->dicts[d].list);
+        snprintf(key, sizeof(key), "%s_answers", DICT_NAMES[d]);
+        rc = rc || set_bytes(out, key, &c->dicts[d].pass);
     }
+    static const char *META_NAMES[3] = {"meta_name", "meta_pid", "meta_tid"};
+    for (int i = 0; i < 3 && !rc; i++) rc = set_bytes(out, META_NAMES[i], &c->meta[i]);
     for (int i = 0; i < N_INTS && !rc; i++) {
         snprintf(key, sizeof(key), "%s_valid", INT_NAMES[i]);
         rc = set_bytes(out, INT_NAMES[i], &c->ints[i]) || set_bytes(out, key, &c->int_valid[i]);
@@ -1201,7 +1293,7 @@ static void ctx_free(Ctx *c) {
         buf_free(&c->int_valid[i]);
     }
     free(c->top.p);
-    buf_free(&c->kind);
+    for (int i = 0; i < 3; i++) buf_free(&c->meta[i]);
     free(c->scratch.p);
     free(c->side.p);
     Py_XDECREF(c->invalid_events);
@@ -1228,17 +1320,20 @@ static int read_side_keys(Ctx *c, PyObject *keys) {
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
-    PyObject *keys, *filter;
-    if (!PyArg_ParseTuple(args, "y*O!O:scan", &view, &PyTuple_Type, &keys, &filter)) return NULL;
+    PyObject *keys, *name_filter, *cat_filter;
+    if (!PyArg_ParseTuple(args, "y*O!OO:scan", &view, &PyTuple_Type, &keys, &name_filter, &cat_filter)) return NULL;
     Ctx c;
     memset(&c, 0, sizeof(c));
     c.start = view.buf;
     c.end = c.start + view.len;
-    c.name_filter = filter;
     c.invalid_events = PyList_New(0);
     PyObject *out = NULL;
     int ok = c.invalid_events && !read_side_keys(&c, keys);
     for (int d = 0; d < N_DICTS && ok; d++) ok = !dict_init(&c.dicts[d]);
+    if (ok) {
+        c.dicts[D_NAME].filter = name_filter;
+        c.dicts[D_CAT].filter = cat_filter;
+    }
     if (ok && scan_document(&c) == 0) out = result(&c);
     else if (ok && !PyErr_Occurred())
         PyErr_Format(PyExc_ValueError, "%s (event %lld)", c.err ? c.err : "scan failed", (long long)c.events);
@@ -1248,7 +1343,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef METHODS[] = {
-    {"scan", scan, METH_VARARGS, "scan(buffer, side_keys, name_filter) -> dict of columns (see module doc)"},
+    {"scan", scan, METH_VARARGS,
+     "scan(buffer, side_keys, name_filter, cat_filter) -> dict of columns (see module doc)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -111,6 +111,23 @@ def with_ns(raw: pl.DataFrame, ts_ns: pl.Series | None, dur_ns: pl.Series | None
     return out.drop("ts_us", "dur_us")
 
 
+def _launch(columns: list[str], base_time_ns: int) -> pl.Expr:
+    """A GPU event's launch: the earliest runtime call with its correlation (NULL if none).
+
+    GPU events are kernel/memcpy/memset events with a stream and a correlation; runtime calls
+    count when they have a correlation (and dur >= 0: negative ones are dropped first). The
+    C scanner computes this as it reads (`launch_ns`); the msgspec path uses a window.
+    """
+    if "launch_ns" in columns:
+        return pl.col("launch_ns") + base_time_ns
+    is_runtime = (pl.col("kind") == RUNTIME_KIND) & pl.col("correlation").is_not_null()
+    launch = pl.when(is_runtime).then(pl.col("ts_unix_ns")).min().over("correlation")
+    is_gpu = (
+        pl.col("kind").is_in(GPU_KINDS) & pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()
+    )
+    return pl.when(is_gpu).then(launch)
+
+
 def events_frame(raw: pl.DataFrame, base_time_ns: int) -> tuple[pl.DataFrame, int]:
     """(EVENTS columns plus `_row`, `_comm`, `_step`; the count of dropped negative durations).
 
@@ -121,15 +138,10 @@ def events_frame(raw: pl.DataFrame, base_time_ns: int) -> tuple[pl.DataFrame, in
     frame = raw.lazy().with_columns(pl.col("ts_ns") + base_time_ns).rename({"ts_ns": "ts_unix_ns"})
     if negative:
         frame = frame.filter(pl.col("dur_ns") >= 0)
-    is_runtime = (pl.col("kind") == RUNTIME_KIND) & pl.col("correlation").is_not_null()
-    launch = pl.when(is_runtime).then(pl.col("ts_unix_ns")).min().over("correlation")
-    is_gpu = (
-        pl.col("kind").is_in(GPU_KINDS) & pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()
-    )
     device = pl.col("device")
     in_int32 = device.is_between(INT32_MIN, INT32_MAX)
     full = frame.with_columns(
-        pl.when(is_gpu).then(launch).alias("launch_ts_unix_ns"),
+        _launch(raw.columns, base_time_ns).alias("launch_ts_unix_ns"),
         pl.when(in_int32).then(device).alias("device"),
     ).select(
         [pl.col(c).cast(t) for c, t in EVENTS.items()] + [pl.col("_row"), pl.col("_comm"), pl.col("_step")]

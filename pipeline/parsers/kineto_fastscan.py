@@ -25,8 +25,8 @@ from tracehouse.pipeline.parsers.kineto_decode import (
     first_byte,
     replace_invalid_utf8,
 )
-from tracehouse.pipeline.parsers.kineto_events import EventRows, MetaRow
-from tracehouse.pipeline.parsers.kineto_names import category_facts, is_comm_name, name_facts
+from tracehouse.pipeline.parsers.kineto_events import GPU_KINDS, RUNTIME_KIND, EventRows, MetaRow
+from tracehouse.pipeline.parsers.kineto_names import category_facts, is_comm_name, kind_of, name_facts
 
 try:
     from tracehouse.pipeline import _kineto_scan
@@ -42,7 +42,13 @@ SIDE_FIELDS = sorted(
 _SIDE_KEYS = tuple((key.encode(), typ is Any) for _, key, typ in SIDE_FIELDS)
 _FIELD_ID = {attr: i for i, (attr, _, _) in enumerate(SIDE_FIELDS)}
 _DECODED = {attr for attr, _, typ in SIDE_FIELDS if typ is Any}
-_INT_COLS = ("ts", "dur", "stream", "device", "correlation", "external_id")
+# Raw frame column -> scanner int column ("launch": see _kineto_scan.launch_times).
+_INT_COLUMNS = {
+    "ts_ns": "ts",
+    "dur_ns": "dur",
+    **{c: c for c in ("stream", "device", "correlation", "external_id")},
+    "launch_ns": "launch",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,32 +69,20 @@ def scan_trace(data: bytes) -> Scanned | None:
     """The trace through the C scanner, or None when it is missing or declines the input."""
     if _kineto_scan is None:
         return None
-    comm = _CommAnswers()
     try:
-        cols = _kineto_scan.scan(data, _SIDE_KEYS, comm)
+        cols = _kineto_scan.scan(data, _SIDE_KEYS, is_comm_name, launch_role)
     except ValueError:
         return None
     fields = _top_fields(data, cols["top"])
     if fields is None:
         return None
-    cols["name_comm"] = comm.answers
     return Scanned(fields=fields, bare_array=first_byte(data) == b"[", rows=_rows(data, cols))
 
 
-class _CommAnswers:
-    """The scanner's name filter: `is_comm_name`, its answers kept in name-code order.
-
-    The scanner calls it once per distinct name, as it adds the name to its dictionary, so
-    answer i belongs to name code i (`_complete` checks the counts match).
-    """
-
-    def __init__(self) -> None:
-        self.answers: list[bool] = []
-
-    def __call__(self, name: str) -> bool:
-        answer = is_comm_name(name)
-        self.answers.append(answer)
-        return answer
+def launch_role(cat: str) -> int:
+    """The scanner's category answer: 1 for runtime calls, 2 for GPU events (launch times), else 0."""
+    kind = kind_of(cat)
+    return 1 if kind == RUNTIME_KIND else 2 if kind in GPU_KINDS else 0
 
 
 def _top_fields(data: bytes, spans: bytes) -> TopLevelFields | None:
@@ -106,70 +100,46 @@ def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
     """EventRows from the scanner's columns."""
     flagged = {e // CHUNK_EVENTS for e in cols["invalid_utf8_events"]}
     side = _side_texts(data, cols["side"], flagged)
-    is_x = np.frombuffer(cols["kind"], np.uint8) == 0
-    xs = _complete(cols, _selector(is_x))
-    metas = _meta_rows(cols, side, np.flatnonzero(~is_x).tolist())
+    xs = _complete(cols)
     candidates = xs["_comm"].arg_true().to_list()
     return EventRows(
         raw=xs,
         comm_args=comm_args_rows(candidates, lambda i, attr: _arg(side, i, attr)),
-        metas=metas,
+        metas=_meta_rows(cols, side),
         loose=False,
         invalid_utf8=bool(flagged),
         decoder="scan",
     )
 
 
-def _selector(mask: np.ndarray) -> slice | np.ndarray:
-    """The rows where mask holds: a slice (no copy) when they are contiguous, as they mostly are."""
-    rows = np.flatnonzero(mask)
-    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
-        return slice(int(rows[0]), int(rows[-1]) + 1)
-    return rows
+def _strings(cols: dict[str, Any], name: str) -> pl.Series:
+    """A dictionary column as text (code 0: null, else 1 + index into `<name>_values`)."""
+    values = pl.Series(name, [None, *cols[f"{name}_values"]], dtype=pl.String)
+    return values.gather(np.frombuffer(cols[name], np.int32))
 
 
-def _values(cols: dict[str, Any], name: str) -> pl.Series:
-    """The unique strings of one dictionary, NULL first (code 0: null, else 1 + index)."""
-    return pl.Series(name, [None, *cols[f"{name}_values"]], dtype=pl.String)
+def _ints(cols: dict[str, Any], name: str) -> pl.Series:
+    """An int64 column, NULL where its `_valid` byte is 0."""
+    values = np.frombuffer(cols[name], np.int64)
+    valid = np.frombuffer(cols[f"{name}_valid"], np.bool_)
+    return pl.Series(name, values if valid.all() else np.ma.masked_array(values, ~valid), dtype=pl.Int64)
 
 
-def _codes(cols: dict[str, Any], name: str, rows: slice | np.ndarray) -> np.ndarray:
-    return np.frombuffer(cols[name], np.int32)[rows]
-
-
-def _strings(cols: dict[str, Any], name: str, rows: slice | np.ndarray) -> pl.Series:
-    """The dictionary column of the selected rows as text."""
-    return _values(cols, name).gather(_codes(cols, name, rows))
-
-
-def _complete(cols: dict[str, Any], rows: slice | np.ndarray) -> pl.DataFrame:
+def _complete(cols: dict[str, Any]) -> pl.DataFrame:
     """The complete events, with `kind`, `_comm`, `_step` evaluated once per unique cat/name."""
-    cats = category_facts([None, *cols["cat_values"]])
-    names = cols["name_values"]
-    comm = cols["name_comm"] if len(cols["name_comm"]) == len(names) else None
-    names = name_facts([None, *names], None if comm is None else [False, *comm])
-    frame = pl.DataFrame(
+    comm = np.frombuffer(cols["name_answers"], np.bool_).tolist()
+    cats = category_facts([None, *cols["cat_values"]])[np.frombuffer(cols["cat"], np.int32)]
+    names = name_facts([None, *cols["name_values"]], [False, *comm])[np.frombuffer(cols["name"], np.int32)]
+    return pl.DataFrame(
         {
-            **cats[_codes(cols, "cat", rows)].to_dict(),
-            **names[_codes(cols, "name", rows)].to_dict(),
-            "pid": _strings(cols, "pid", rows),
-            "tid": _strings(cols, "tid", rows),
-            **{c: np.frombuffer(cols[c], np.int64)[rows] for c in _INT_COLS},
-            **{f"{c}_valid": np.frombuffer(cols[f"{c}_valid"], np.bool_)[rows] for c in _INT_COLS},
+            "_row": np.arange(cats.height, dtype=np.int64),
+            **cats.to_dict(),
+            **names.to_dict(),
+            "pid": _strings(cols, "pid"),
+            "tid": _strings(cols, "tid"),
+            **{column: _ints(cols, name) for column, name in _INT_COLUMNS.items()},
         }
     )
-    nullable = [pl.when(pl.col(f"{c}_valid")).then(pl.col(c)).alias(c) for c in _INT_COLS]
-    return frame.select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
-        "cat",
-        "name",
-        "pid",
-        "tid",
-        *nullable,
-        "kind",
-        "_comm",
-        "_step",
-    ).rename({"ts": "ts_ns", "dur": "dur_ns"})
 
 
 def _side_texts(data: bytes, side: list[tuple[int, ...]], flagged: set[int]) -> dict[tuple[int, int], bytes]:
@@ -194,19 +164,23 @@ def _arg(side: dict[tuple[int, int], bytes], row: int, attr: str) -> Any:
     return msgspec.json.decode(text)
 
 
-def _meta_rows(cols: dict[str, Any], side: dict[tuple[int, int], bytes], rows: list[int]) -> list[MetaRow]:
+def _meta_rows(cols: dict[str, Any], side: dict[tuple[int, int], bytes]) -> list[MetaRow]:
     """The metadata events (kind, pid, tid, args.name when it is text); there are a few per thread."""
-
-    def text(name: str, row: int) -> str | None:
-        code = codes[name][row]
-        return None if code == 0 else values[name][code - 1]
-
-    codes = {name: memoryview(cols[name]).cast("i") for name in ("name", "pid", "tid")}
-    values = {name: cols[f"{name}_values"] for name in codes}
-    out = []
-    for i, row in enumerate(rows):
-        value = _arg(side, i, "meta_name")
-        out.append(
-            (text("name", row), text("pid", row), text("tid", row), value if type(value) is str else None)
+    texts = {}
+    for column, values in (
+        ("meta_name", "name_values"),
+        ("meta_pid", "pid_values"),
+        ("meta_tid", "tid_values"),
+    ):
+        strings = [None, *cols[values]]
+        texts[column] = [strings[code] for code in memoryview(cols[column]).cast("i")]
+    values = [_arg(side, i, "meta_name") for i in range(len(texts["meta_name"]))]
+    return list(
+        zip(
+            texts["meta_name"],
+            texts["meta_pid"],
+            texts["meta_tid"],
+            [v if type(v) is str else None for v in values],
+            strict=True,
         )
-    return out
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+import polars as pl
 import pytest
 from testdata import SHARED_DATA, shared_path
 from tracebuilder import cpu_op, kernel, process_name, runtime, thread_name, write_trace
@@ -203,3 +204,18 @@ def test_gpu_event_without_correlation_has_no_launch(tmp_path: Path) -> None:
     ]
     fast, _ = both(write_trace(tmp_path / "nocorr.json", events, base_time_ns=0))
     assert fast.events["launch_ts_unix_ns"].to_list() == [None, None, None, None, 2000]
+
+
+def test_launch_rule_matches_the_msgspec_path_at_scale(tmp_path: Path) -> None:
+    """The scanner's launch table (a hash on correlation) agrees with the Polars window."""
+    events = []
+    for i in range(3000):
+        corr = (i * 7919) % 100_003 - 50_000 if i % 3 else 2**62 + i  # negative, huge, colliding
+        events.append(kernel(f"k{i % 5}", 10 + i, 1, correlation=corr, cat="Kernel" if i % 2 else "kernel"))
+        events.append(runtime("cudaLaunchKernel", 5 + i, 1, correlation=corr, cat="Runtime"))
+        if i % 4 == 0:  # an earlier call with the same correlation, but dropped for its negative dur
+            events.append(runtime("cudaLaunchKernel", i, -1, correlation=corr))
+    fast, _ = both(write_trace(tmp_path / "many.json", events, base_time_ns=0))
+    gpu = fast.events.filter(pl.col("kind") == "kernel")
+    assert gpu.height == 3000
+    assert (gpu["launch_ts_unix_ns"] == gpu["ts_unix_ns"] - 5000).all()
