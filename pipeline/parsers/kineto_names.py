@@ -41,7 +41,8 @@ def is_comm_kernel(name: str | None) -> bool:
     if name is None:
         return False
     if name.isascii():
-        return _COMM_KERNEL_ASCII.search(name.lower()) is not None
+        lower = name.lower()  # every alternative holds "ccl": most names need no regex at all
+        return "ccl" in lower and _COMM_KERNEL_ASCII.search(lower) is not None
     return _COMM_KERNEL_ANY.search(name) is not None
 
 

@@ -20,8 +20,12 @@ def steps_frame(events: pl.DataFrame) -> pl.DataFrame:
     One Polars filter finds the step annotations; the rest is plain Python over those few rows
     (one per step per thread), cheaper than a chain of Polars queries on a tiny frame.
     """
-    steps = events.filter(pl.col("_step").is_not_null() & ~pl.col("kind").is_in(DEVICE_KINDS))
-    rows = steps.select("_step", "ts_unix_ns", "dur_ns", "pid", "tid").rows()
+    steps = events.filter(pl.col("_step").is_not_null())
+    rows = [
+        r[:5]
+        for r in steps.select("_step", "ts_unix_ns", "dur_ns", "pid", "tid", "kind").rows()
+        if r[5] not in DEVICE_KINDS
+    ]
     if not rows:
         return pl.DataFrame(schema=STEPS)
     loop = _loop_thread(rows)
