@@ -33,12 +33,14 @@ from tracehouse.pipeline.parsers.kineto_commargs import per_value
 from tracehouse.pipeline.parsers.kineto_gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_names import is_comm_kernel
-from tracehouse.pipeline.parsers.kineto_spans import enclosing
+from tracehouse.pipeline.parsers.kineto_spans import THREAD, enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
 
 HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
 COLLECTIVES_EXPRS = {c: pl.col(c) for c in COLLECTIVES}
 # What _resolve reads from the enclosing record_param_comms.
+NO_LAUNCH = -(2**62)
+LAUNCH = {"launch_at": pl.Int64, "launch_pid": pl.String, "launch_tid": pl.String}
 RPC_ARGS = ("collective_name", "dtype", "group_size", "pg_name", "pg_desc", "seq", "in_nelems", "out_nelems")
 
 
@@ -48,26 +50,28 @@ def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pl.DataFrame:
     return comm.join(comm_args, on="_row", how="inner")
 
 
-def _launches(full: pl.DataFrame, correlations: pl.Series) -> pl.DataFrame:
-    return (
-        full.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(correlations.implode()))
-        .sort("ts_unix_ns")
-        .group_by("correlation", maintain_order=True)
-        .first()
-        .select("correlation", "pid", "tid", pl.col("ts_unix_ns").alias("launch_at"))
-    )
+def _launch_threads(full: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """launch_at / launch_pid / launch_tid of each kernel: its earliest runtime call (by correlation).
+
+    A kernel with no runtime call gets launch_at = -2**62 (before everything: no host context).
+    """
+    correlations = kernels["correlation"].drop_nulls().implode()
+    runtime = full.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(correlations))
+    first: dict[int, tuple[int, str | None, str | None]] = {}
+    for corr, ts, pid, tid in runtime.select("correlation", "ts_unix_ns", "pid", "tid").iter_rows():
+        if corr not in first or ts < first[corr][0]:
+            first[corr] = (ts, pid, tid)
+    found = [first.get(corr, (NO_LAUNCH, None, None)) for corr in kernels["correlation"].to_list()]
+    return pl.DataFrame(found, schema=LAUNCH, orient="row")
 
 
-def _host_context(rows: pl.DataFrame, comm: pl.DataFrame, at: str) -> pl.DataFrame:
+def _host_context(rows: pl.DataFrame, comm: pl.DataFrame, at: str, thread: tuple[str, str]) -> pl.DataFrame:
     """Attach the enclosing record_param_comms (rpc_*) and nccl:* annotation (ann_*) on the thread."""
-    host = comm.filter(pl.col("kind").is_in(HOST_KINDS))
-    rpc = host.filter(pl.col("name") == "record_param_comms").select(
-        "pid", "tid", "ts_unix_ns", "dur_ns", *RPC_ARGS
-    )
-    ann = host.filter(pl.col("name").str.starts_with("nccl:")).select(
-        "pid", "tid", "ts_unix_ns", "dur_ns", "name", "numel", "input_type"
-    )
-    return enclosing(enclosing(rows, at, rpc, "rpc_"), at, ann, "ann_")
+    host = pl.col("kind").is_in(HOST_KINDS)
+    rpc = comm.filter(host & (pl.col("name") == "record_param_comms"))
+    ann = comm.filter(host & pl.col("name").str.starts_with("nccl:"))
+    rows = enclosing(rows, at, rpc, RPC_ARGS, "rpc_", thread=thread)
+    return enclosing(rows, at, ann, ("name", "numel", "input_type"), "ann_", thread=thread)
 
 
 def _single_group(top: TopLevel) -> dict[str, object]:
@@ -130,14 +134,9 @@ def kernel_rows(full: pl.DataFrame, comm: pl.DataFrame, top: TopLevel) -> pl.Dat
     )
     if kernels.is_empty():
         return pl.DataFrame(schema=COLLECTIVES)
-    launches = _launches(full, kernels["correlation"].drop_nulls())
-    rows = (
-        kernels.drop("pid")
-        .rename({"tid": "k_tid"})
-        .join(launches, on="correlation", how="left", maintain_order="left")
-    )
-    rows = _host_context(rows.with_columns(pl.col("launch_at").fill_null(-(2**62))), comm, "launch_at")
-    return _resolve(rows.rename({"tid": "launch_tid", "k_tid": "tid"}), top, "nccl_kernel", own=True)
+    rows = kernels.hstack(_launch_threads(full, kernels).get_columns())
+    rows = _host_context(rows, comm, "launch_at", ("launch_pid", "launch_tid"))
+    return _resolve(rows, top, "nccl_kernel", own=True)
 
 
 def annotation_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
@@ -155,7 +154,7 @@ def annotation_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
         pl.col("numel").alias("own_numel"),
         pl.col("input_type").alias("own_type"),
     )
-    rows = _host_context(rows.with_columns(pl.col("ts_unix_ns").alias("at")), comm, "at")
+    rows = _host_context(rows.with_columns(pl.col("ts_unix_ns").alias("at")), comm, "at", THREAD)
     # The annotation is its own `nccl:*` context (the join above finds itself or an outer one).
     rows = rows.with_columns(
         pl.col("own_name").alias("ann_name"),
@@ -171,7 +170,7 @@ def collectives_frame(full: pl.DataFrame, comm_args: pl.DataFrame, top: TopLevel
         return pl.DataFrame(schema=COLLECTIVES)
     comm = _comm(full, comm_args)
     parts = [kernel_rows(full, comm, top)]
-    if parts[0].is_empty() and comm["name"].str.starts_with("nccl:").any():
+    if parts[0].is_empty() and any(n is not None and n.startswith("nccl:") for n in comm["name"].to_list()):
         parts.append(annotation_rows(comm, top))
     parts.append(gloo_rows(comm, top))
     return pl.concat(parts, how="vertical").sort("ts_unix_ns", maintain_order=True)

@@ -38,10 +38,8 @@ def _nth(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     spans = comm.filter(pl.col("name").str.starts_with("gloo:"))
-    ops = comm.filter(pl.col("name").str.starts_with("c10d::")).select(
-        "pid", "tid", "ts_unix_ns", "dur_ns", "numel", "input_type"
-    )
-    spans = enclosing(spans, "ts_unix_ns", ops, "op_")
+    ops = comm.filter(pl.col("name").str.starts_with("c10d::"))
+    spans = enclosing(spans, "ts_unix_ns", ops, ("numel", "input_type"), "op_")
     single = top.pg_config[0].get("pg_size") if len(top.pg_config) == 1 else None
     dtype = per_value(spans.select(pl.coalesce("input_type", "op_input_type"))[:, 0], dtype_name, "dtype")
     spans = spans.with_columns(
@@ -103,15 +101,15 @@ def _unlabelled(spans: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
 
 
-def _has_gloo_or_labels(names: pl.Series) -> bool:
+def _has_gloo_or_labels(names: list[str | None]) -> bool:
     """True when some name is a `gloo:*` span or a tracehouse label (the rows `gloo_rows` reads)."""
     prefixes = ("gloo:", comm_label.LABEL_PREFIX + "|")
-    return any(names.str.starts_with(prefix).any() for prefix in prefixes)
+    return any(name is not None and name.startswith(prefixes) for name in names)
 
 
 def gloo_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     """gloo spans and tracehouse labels as COLLECTIVES rows."""
-    if not _has_gloo_or_labels(comm["name"]):  # GPU traces: skip ~15 small Polars queries
+    if not _has_gloo_or_labels(comm["name"].to_list()):  # GPU traces: skip ~15 small Polars queries
         return pl.DataFrame(schema=COLLECTIVES)
     spans, labels = _spans(comm, top), _labels(comm)
     if spans.is_empty() and labels.is_empty():

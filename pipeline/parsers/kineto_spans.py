@@ -2,37 +2,49 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
+THREAD = ("pid", "tid")
 
-def enclosing(inner: pl.DataFrame, at: str, outer: pl.DataFrame, prefix: str) -> pl.DataFrame:
-    """For each inner row, the latest-starting outer event on the same (pid, tid) whose span holds `at`.
 
-    The outer columns come back prefixed (`{prefix}ts`, `{prefix}end`, `{prefix}<col>`), NULL
-    where no outer event holds `at`; inner rows come back in `at` order (ties keep their order).
-    Nested outer events resolve to the innermost one that started last, which is the enclosing
-    one whenever the outer events nest properly; of two starting together, the later row wins.
-    The frames are the few communication events of a trace: numpy's searchsorted does in
-    microseconds what a Polars as-of join does in a millisecond or two.
+def enclosing(
+    inner: pl.DataFrame,
+    at: str,
+    outer: pl.DataFrame,
+    payload: Sequence[str],
+    prefix: str,
+    *,
+    thread: tuple[str, str] = THREAD,
+) -> pl.DataFrame:
+    """For each inner row, the latest-starting outer event on the same thread whose span holds `at`.
+
+    `outer` holds pid, tid, ts_unix_ns, dur_ns and the `payload` columns, which come back
+    prefixed, NULL where no outer event holds `at`; `thread` names the inner row's (pid, tid)
+    columns. Inner rows come back in `at` order (ties keep their order). Nested outer events
+    resolve to the innermost one that started last, which is the enclosing one whenever the
+    outer events nest properly; of two starting together, the later row wins. The frames are
+    the few communication events of a trace: numpy's searchsorted does in microseconds what a
+    Polars as-of join does in a millisecond or two.
     """
-    right = outer.select(
-        pl.col("ts_unix_ns").alias(f"{prefix}ts"),
-        (pl.col("ts_unix_ns") + pl.col("dur_ns")).alias(f"{prefix}end"),
-        *[pl.col(c).alias(prefix + c) for c in outer.columns if c not in ("pid", "tid", "ts_unix_ns")],
-    )
     inner = inner.sort(at, maintain_order=True)
-    rows = _holder_rows(inner, inner[at].to_numpy(), outer, right[f"{prefix}end"].to_numpy())
-    return inner.hstack(right.select(pl.all().gather(rows)).get_columns())
+    rows = _holder_rows(inner, thread, inner[at].to_numpy(), outer)
+    picked = outer.select([pl.col(c).gather(rows).alias(prefix + c) for c in payload])
+    return inner.hstack(picked.get_columns())
 
 
-def _holder_rows(inner: pl.DataFrame, point: np.ndarray, outer: pl.DataFrame, end: np.ndarray) -> pl.Series:
+def _holder_rows(
+    inner: pl.DataFrame, thread: tuple[str, str], point: np.ndarray, outer: pl.DataFrame
+) -> pl.Series:
     """Per inner row, the row of the outer event that holds its point (NULL: none)."""
     if outer.height == 0:
         return pl.Series([None] * inner.height, dtype=pl.Int64)
     threads: dict[tuple[str | None, str | None], int] = {}
-    outer_thread, inner_thread = _thread_ids(outer, threads), _thread_ids(inner, threads)
+    outer_thread, inner_thread = _thread_ids(outer, THREAD, threads), _thread_ids(inner, thread, threads)
     start = outer["ts_unix_ns"].to_numpy()
+    end = start + outer["dur_ns"].to_numpy()
     # One sorted key for (thread, time): the thread id times the number of distinct times,
     # plus the time's rank among them (exact for any int64 times, no overflow).
     times = np.unique(np.concatenate([start, point]))
@@ -45,7 +57,9 @@ def _holder_rows(inner: pl.DataFrame, point: np.ndarray, outer: pl.DataFrame, en
     return pl.Series(np.ma.masked_array(row, ~holds), dtype=pl.Int64)
 
 
-def _thread_ids(frame: pl.DataFrame, threads: dict[tuple[str | None, str | None], int]) -> np.ndarray:
+def _thread_ids(
+    frame: pl.DataFrame, columns: tuple[str, str], threads: dict[tuple[str | None, str | None], int]
+) -> np.ndarray:
     """A small integer per (pid, tid), shared through `threads` between frames."""
-    pairs = zip(frame["pid"].to_list(), frame["tid"].to_list(), strict=True)
+    pairs = zip(frame[columns[0]].to_list(), frame[columns[1]].to_list(), strict=True)
     return np.array([threads.setdefault(pair, len(threads)) for pair in pairs], dtype=np.int64)
