@@ -42,6 +42,7 @@ SIDE_FIELDS = sorted(
 _SIDE_KEYS = tuple((key.encode(), typ is Any) for _, key, typ in SIDE_FIELDS)
 _FIELD_ID = {attr: i for i, (attr, _, _) in enumerate(SIDE_FIELDS)}
 _DECODED = {attr for attr, _, typ in SIDE_FIELDS if typ is Any}
+_TOP_DECODER = msgspec.json.Decoder(TopLevelFields)  # built once: msgspec's recommended use
 # Raw frame column -> scanner int column ("launch": see _kineto_scan.launch_times).
 _INT_COLUMNS = {
     "ts_ns": "ts",
@@ -91,7 +92,7 @@ def _top_fields(data: bytes, spans: bytes) -> TopLevelFields | None:
     offsets = np.frombuffer(spans, np.int64).reshape(-1, 2)
     text = b"{" + b",".join(view[s:e] for s, e in offsets) + b"}"
     try:
-        return msgspec.json.decode(text, type=TopLevelFields)
+        return _TOP_DECODER.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None  # invalid UTF-8 (replaced over the whole file) or not a trace: the msgspec path
 
