@@ -19,14 +19,10 @@ import numpy.ma  # Polars imports it on its first numpy Series: pay that at impo
 import polars as pl
 from tracehouse.pipeline.parsers.kineto_chunks import CHUNK_EVENTS
 from tracehouse.pipeline.parsers.kineto_commargs import comm_args_rows
-from tracehouse.pipeline.parsers.kineto_decode import (
-    ARG_FIELDS,
-    TopLevelFields,
-    first_byte,
-    replace_invalid_utf8,
-)
+from tracehouse.pipeline.parsers.kineto_decode import first_byte, replace_invalid_utf8
 from tracehouse.pipeline.parsers.kineto_events import GPU_KINDS, RUNTIME_KIND, EventRows, MetaRow
 from tracehouse.pipeline.parsers.kineto_names import category_facts, is_comm_name, kind_of, name_facts
+from tracehouse.pipeline.parsers.kineto_structs import ARG_FIELDS, TopLevelFields
 
 try:
     from tracehouse.pipeline import _kineto_scan
