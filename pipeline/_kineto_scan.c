@@ -113,10 +113,23 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ^ (h >> 29);
 }
 
-/* memcmp(a, b, n) == 0 without a call for the short strings that dominate. */
+static inline uint32_t load32(const char *s) {
+    uint32_t w;
+    memcpy(&w, s, 4);
+    return w;
+}
+
+/* memcmp(a, b, n) == 0 without a call: words, the last one overlapping. */
 static inline int same_bytes(const char *a, const char *b, size_t n) {
-    if (n >= 8 && n <= 16) return load64(a) == load64(b) && load64(a + n - 8) == load64(b + n - 8);
-    return memcmp(a, b, n) == 0;
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    if (n < 8) return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (load64(a + i) != load64(b + i)) return 0;
+    return load64(a + n - 8) == load64(b + n - 8);
 }
 
 static int dict_init(Dict *d) {
@@ -290,7 +303,7 @@ static inline unsigned string_stop16(const char *p, int high) {
     __m128i ctl = high ? _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)) /* signed: >= 0x80 too */
                        : _mm_cmpeq_epi8(_mm_subs_epu8(v, _mm_set1_epi8(0x1F)), _mm_setzero_si128());
     unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(hit, ctl));
-    return mask ? (unsigned)__builtin_ctz(mask) : 16;
+    return (unsigned)__builtin_ctz(mask | 0x10000); /* 16 when none */
 #else
     uint64_t m = string_marks(p, high);
     if (m) return first_marked(m);
@@ -304,8 +317,7 @@ static inline unsigned non_ws16(const char *p) {
     __m128i v = _mm_loadu_si128((const __m128i *)p);
     __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
                               _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
-    unsigned mask = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFF;
-    return mask ? (unsigned)__builtin_ctz(mask) : 16;
+    return (unsigned)__builtin_ctz(~(unsigned)_mm_movemask_epi8(ws)); /* bit 16 set: 16 when all are */
 #else
     uint64_t m = non_ws_marks(p);
     if (m) return first_marked(m);
@@ -314,10 +326,32 @@ static inline unsigned non_ws16(const char *p) {
 #endif
 }
 
+/* Offset of the first byte other than ' ' in p[0..16) (16 when none). */
+static inline unsigned non_space16(const char *p) {
+#if defined(__SSE2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    return (unsigned)__builtin_ctz(~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(' '))));
+#else
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t m = ~zero_bytes(w ^ (ONES * ' ')) & HIGHS;
+    if (m) return first_marked(m);
+    memcpy(&w, p + 8, 8);
+    m = ~zero_bytes(w ^ (ONES * ' ')) & HIGHS;
+    return m ? 8 + first_marked(m) : 16;
+#endif
+}
+
 /* ' ', '\t', '\n', '\r' as one bit test. */
 static inline int is_ws(unsigned char ch) { return ch <= ' ' && ((0x100002600ull >> ch) & 1); }
 
 static const char *skip_ws_long(const char *p, const char *end) {
+    if (end - p >= 48 && *p == '\n') { /* indentation: a newline, then up to 32 spaces */
+        unsigned i = non_space16(p + 1);
+        p += 1 + i;
+        if (i == 16) p += non_space16(p);
+        if ((unsigned char)*p > ' ') return p;
+    }
     while (end - p >= 16) {
         unsigned i = non_ws16(p);
         if (i < 16) return p + i;
@@ -578,13 +612,13 @@ static int is_int(const Num *n) { return !n->frac_s && !n->has_exp; }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 /* Value of 8 ASCII digits in three multiplies (digit pairs, then quads, then the eight). */
-static inline uint64_t eight_digits(const char *s) {
-    uint64_t v;
-    memcpy(&v, s, 8);
+static inline uint64_t eight_digits_word(uint64_t v) {
     v = (v & 0x0F0F0F0F0F0F0F0Full) * 2561 >> 8;
     v = (v & 0x00FF00FF00FF00FFull) * 6553601 >> 16;
     return (v & 0x0000FFFF0000FFFFull) * 42949672960001ull >> 32;
 }
+
+static inline uint64_t eight_digits(const char *s) { return eight_digits_word(load64(s)); }
 #endif
 
 /* Value of n <= 19 ASCII digits: below 10^19, so it cannot overflow uint64. */
@@ -595,6 +629,38 @@ static inline uint64_t digits_value(const char *s, size_t n) {
 #endif
     while (n--) v = v * 10 + (uint64_t)(*s++ - '0');
     return v;
+}
+
+/* Digits at the start of p[0..16) (16 when all are). */
+static inline size_t digit_run16(const char *p) {
+#if defined(__SSE2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+    return (size_t)__builtin_ctz(~(unsigned)_mm_movemask_epi8(digit));
+#else
+    size_t i = 0;
+    while (i < 16 && p[i] >= '0' && p[i] <= '9') i++;
+    return i;
+#endif
+}
+
+/* The digits of the plain unsigned integer at p: "0", or 1..15 digits not starting with 0
+   (below 10^15: exact everywhere); 0 for anything else (the general path decides). 16 bytes
+   readable. The caller still checks what follows. */
+static inline size_t uint_len(const char *p) {
+    if (p[0] == '0') return 1;
+    size_t n = digit_run16(p);
+    return n < 16 ? n : 0;
+}
+
+/* Value of the n (1..15) ASCII digits at s; 8 bytes readable at s and at s + n - 8 when n > 8. */
+static inline uint64_t short_digits(const char *s, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n <= 8) return eight_digits_word(load64(s) << (8 * (8 - n))); /* zero bytes lead: value 0 */
+    return eight_digits_word(load64(s) << (8 * (16 - n))) * 100000000 + eight_digits(s + n - 8);
+#else
+    return digits_value(s, n);
+#endif
 }
 
 /* Integer value of an int Num: 1 when it fits int64, 0 when it overflows. */
@@ -753,6 +819,11 @@ static int numeric_looking(const char *s, size_t n) {
 /* pid/tid: int (as its text), string or null. */
 static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
     const char *end = c->end;
+    size_t len;
+    if (end - p >= 16 && (len = uint_len(p)) && p[len] != '.' && (p[len] | 0x20) != 'e') { /* 2910249 */
+        ev->code[d] = dict_code(&c->dicts[d], p, len);
+        return ev->code[d] < 0 ? NULL : p + len;
+    }
     if (p < end && *p == '"') {
         Str s;
         const char *text;
@@ -779,6 +850,21 @@ static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
 static const char *read_time(Ctx *c, const char *p, int which, Event *ev) {
     ev->time_bad[which] = 0;
     ev->valid[which] = 0;
+    size_t n, f = 0;
+    if (c->end - p >= 32 && (n = uint_len(p))) { /* 4458676522690.655: to_ns without the Num */
+        const char *q = p + n;
+        if (*q == '.' && ((f = digit_run16(q + 1)) == 0 || f == 16)) goto general;
+        if (((f ? q[f + 1] : *q) | 0x20) == 'e') goto general;
+        uint64_t whole = short_digits(p, n);
+        /* to_ns's cases that need no float check (whole < 10^15 < 2^53) */
+        if (f && !(f <= 3 && whole < TWO_43) && !(which == I_TS && whole >= TWO_43)) goto general;
+        int64_t milli = 0;
+        for (size_t i = 0; i < 3; i++) milli = milli * 10 + (i < f ? q[1 + i] - '0' : 0);
+        ev->val[which] = (int64_t)whole * 1000 + milli + (f > 3 && q[4] >= '5');
+        ev->valid[which] = 1;
+        return f ? q + 1 + f : q;
+    }
+general:
     if (is_null(p, c->end)) return p + 4;
     Num num;
     if (p >= c->end || !(*p == '-' || (*p >= '0' && *p <= '9'))) return fail(c, "ts/dur is not a number"), NULL;
@@ -791,6 +877,12 @@ static const char *read_time(Ctx *c, const char *p, int which, Event *ev) {
 /* A hot integer arg: int64 (NULL when it overflows), null, or (stream only) a string -> NULL. */
 static const char *read_hot(Ctx *c, const char *p, int64_t *val, int *valid, int allow_str, int *invalid) {
     const char *end = c->end;
+    size_t len;
+    if (end - p >= 16 && (len = uint_len(p)) && p[len] != '.' && (p[len] | 0x20) != 'e') { /* 2049 */
+        *val = (int64_t)short_digits(p, len);
+        *valid = 1;
+        return p + len;
+    }
     *valid = 0;
     if (is_null(p, end)) return p + 4;
     if (allow_str && p < end && *p == '"') return skip_string(c, p + 1, 1, invalid);
@@ -1020,9 +1112,17 @@ static int col_resize(Buf *b, size_t cap) {
     return 0;
 }
 
-/* The row columns grow together, so emit checks the room once per row. */
-static int grow_rows(Ctx *c) {
-    size_t rows = c->row_cap ? c->row_cap * 2 : 4096;
+/* The row columns grow together, so emit checks the room once per row. Past the first 4096
+   rows, to the rows projected from the bytes read so far (+1/8): mostly one more resize, and
+   no pages touched for rows that never come. */
+static int grow_rows(Ctx *c, const char *p) {
+    size_t rows = 4096;
+    if (c->row_cap) {
+        double read = (double)(p - c->start), all = (double)(c->end - c->start); /* read: 4096+ rows */
+        double projected = (double)c->row_cap * (all / read) * 1.125;
+        rows = c->row_cap + c->row_cap / 2;
+        if (projected > (double)rows) rows = (size_t)projected;
+    }
     int rc = 0;
     for (int d = 0; d < N_DICTS && !rc; d++) rc = col_resize(&c->codes[d], rows * 4);
     for (int i = 0; i < N_INTS && !rc; i++) rc = col_resize(&c->ints[i], rows * 8) || col_resize(&c->int_valid[i], rows);
@@ -1041,7 +1141,8 @@ static int emit_meta(Ctx *c, Event *ev) {
     return 0;
 }
 
-static int emit(Ctx *c, Event *ev) {
+/* The event as a row (p: where the scan is, for grow_rows). */
+static int emit(Ctx *c, Event *ev, const char *p) {
     if (ev->ph != 'X' && ev->ph != 'M') {
         c->side.len = ev->side_start * sizeof(Side);
         return 0;
@@ -1055,7 +1156,7 @@ static int emit(Ctx *c, Event *ev) {
         ev->valid[I_EXT] = 1;
     }
     size_t row = (size_t)c->rows_x;
-    if (row == c->row_cap && grow_rows(c)) return -1;
+    if (row == c->row_cap && grow_rows(c, p)) return -1;
     for (int d = 0; d < N_DICTS; d++) {
         int32_t stored = ev->code[d] + 1; /* 0: null */
         memcpy(c->codes[d].p + row * 4, &stored, 4);
@@ -1074,8 +1175,10 @@ static int emit(Ctx *c, Event *ev) {
 
 static const char *read_event(Ctx *c, const char *p) {
     const char *end = c->end;
-    Event ev;
-    memset(&ev, 0, sizeof(ev));
+    Event ev; /* no memset: val and ext_legacy are read only where their valid flag is set */
+    ev.ph = ev.ext_legacy_valid = ev.seen_args = ev.invalid = 0;
+    ev.time_bad[0] = ev.time_bad[1] = 0;
+    for (int i = 0; i < N_INTS; i++) ev.valid[i] = 0;
     for (int d = 0; d < N_DICTS; d++) ev.code[d] = -1;
     ev.code[D_NAME] = -2; /* absent: "" */
     ev.side_start = c->side.len / sizeof(Side);
@@ -1098,7 +1201,7 @@ static const char *read_event(Ctx *c, const char *p) {
         Py_XDECREF(i);
         if (rc) return NULL;
     }
-    if (emit(c, &ev)) return NULL;
+    if (emit(c, &ev, p)) return NULL;
     c->events++;
     return p;
 }
@@ -1190,39 +1293,49 @@ static PyObject *side_list(Ctx *c) {
     return list;
 }
 
-/* Correlation -> earliest runtime ts: open addressing (the table is at least twice the rows). */
+/* Correlation -> earliest runtime ts: open addressing, at least twice as many slots as runtime
+   rows (only those: every slot's page is touched). */
 typedef struct {
-    int64_t *key, *ts;
+    int64_t key, ts;
+} TimeSlot;
+
+typedef struct {
+    TimeSlot *slots;
     char *used;
     size_t mask;
 } TimeTable;
 
 static inline size_t corr_slot(const TimeTable *t, int64_t corr) {
     size_t j = (size_t)(((uint64_t)corr * 0x9E3779B97F4A7C15ull) >> 17) & t->mask;
-    while (t->used[j] && t->key[j] != corr) j = (j + 1) & t->mask;
+    while (t->used[j] && t->slots[j].key != corr) j = (j + 1) & t->mask;
     return j;
+}
+
+/* Whether row i is a runtime call whose ts counts (role: the category answers). */
+static inline int is_launch_source(Ctx *c, const char *role, size_t i) {
+    const int32_t *cat = (const int32_t *)c->codes[D_CAT].p;
+    const int64_t *dur = (const int64_t *)c->ints[I_DUR].p;
+    return cat[i] && role[cat[i] - 1] == 1 && c->int_valid[I_CORR].p[i] && c->int_valid[I_TS].p[i] &&
+           c->int_valid[I_DUR].p[i] && dur[i] >= 0;
 }
 
 static void launch_fill(Ctx *c, const char *role, TimeTable *t, int64_t *launch, char *valid) {
     size_t n = (size_t)c->rows_x;
     const int32_t *cat = (const int32_t *)c->codes[D_CAT].p;
-    const int64_t *ts = (const int64_t *)c->ints[I_TS].p, *dur = (const int64_t *)c->ints[I_DUR].p;
-    const int64_t *corr = (const int64_t *)c->ints[I_CORR].p;
-    const char *ts_ok = c->int_valid[I_TS].p, *dur_ok = c->int_valid[I_DUR].p;
+    const int64_t *ts = (const int64_t *)c->ints[I_TS].p, *corr = (const int64_t *)c->ints[I_CORR].p;
     const char *corr_ok = c->int_valid[I_CORR].p, *stream_ok = c->int_valid[I_STREAM].p;
     for (size_t i = 0; i < n; i++) {
-        int r = cat[i] ? role[cat[i] - 1] : 0;
-        if (r != 1 || !corr_ok[i] || !ts_ok[i] || !dur_ok[i] || dur[i] < 0) continue;
+        if (!is_launch_source(c, role, i)) continue;
         size_t j = corr_slot(t, corr[i]);
-        if (!t->used[j] || ts[i] < t->ts[j]) t->ts[j] = ts[i];
+        if (!t->used[j] || ts[i] < t->slots[j].ts) t->slots[j].ts = ts[i];
         t->used[j] = 1;
-        t->key[j] = corr[i];
+        t->slots[j].key = corr[i];
     }
     for (size_t i = 0; i < n; i++) {
         int r = cat[i] ? role[cat[i] - 1] : 0;
         size_t j = r == 2 && stream_ok[i] && corr_ok[i] ? corr_slot(t, corr[i]) : 0;
         valid[i] = r == 2 && stream_ok[i] && corr_ok[i] && t->used[j];
-        launch[i] = valid[i] ? t->ts[j] : 0;
+        launch[i] = valid[i] ? t->slots[j].ts : 0;
     }
 }
 
@@ -1231,23 +1344,22 @@ static void launch_fill(Ctx *c, const char *role, TimeTable *t, int64_t *launch,
    dur is >= 0 (events with a negative dur are dropped later); kineto_events.events_frame
    states the same rule for the msgspec path. */
 static int launch_times(Ctx *c, PyObject *out) {
-    size_t n = (size_t)c->rows_x;
+    size_t n = (size_t)c->rows_x, sources = 0;
     const char *role = c->dicts[D_CAT].pass.p;
-    TimeTable t = {NULL, NULL, NULL, 15};
-    while (t.mask + 1 < 2 * n) t.mask = t.mask * 2 + 1;
-    t.key = malloc((t.mask + 1) * 8);
-    t.ts = malloc((t.mask + 1) * 8);
+    for (size_t i = 0; i < n; i++) sources += (size_t)is_launch_source(c, role, i);
+    TimeTable t = {NULL, NULL, 15};
+    while (t.mask + 1 < 2 * sources) t.mask = t.mask * 2 + 1;
+    t.slots = malloc((t.mask + 1) * sizeof(TimeSlot));
     t.used = calloc(t.mask + 1, 1);
     PyObject *launch = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
     PyObject *valid = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
     int rc = -1;
-    if (!t.key || !t.ts || !t.used) PyErr_NoMemory();
+    if (!t.slots || !t.used) PyErr_NoMemory();
     else if (launch && valid) {
         if (n) launch_fill(c, role, &t, (int64_t *)PyBytes_AS_STRING(launch), PyBytes_AS_STRING(valid));
         rc = PyDict_SetItemString(out, "launch", launch) || PyDict_SetItemString(out, "launch_valid", valid);
     }
-    free(t.key);
-    free(t.ts);
+    free(t.slots);
     free(t.used);
     Py_XDECREF(launch);
     Py_XDECREF(valid);
