@@ -233,6 +233,10 @@ static const char *INT_NAMES[N_INTS] = {"ts", "dur", "stream", "correlation", "e
 
 #define MAX_SIDE_KEYS 32
 
+/* Places whose indentation skip_indent predicts: each place, then its closing bracket; skipped
+   values by depth (the deeper ones share the last pair). */
+enum { W_TOP, W_TOP_END, W_EVENT, W_EVENTS_END, W_MEMBER, W_MEMBER_END, W_ARG, W_ARG_END, W_VALUE, N_INDENT = W_VALUE + 2 * 8 };
+
 typedef struct {
     int64_t row, field, start, end, event;
 } Side;
@@ -252,7 +256,8 @@ typedef struct {
     int side_decoded[MAX_SIDE_KEYS];
     uint64_t side_sig; /* bit side_sig(key) set for each side key */
     int64_t rows_x, rows_m, events;
-    size_t row_cap; /* rows the codes, ints and int_valid buffers all hold */
+    size_t row_cap;
+    unsigned char indent[N_INDENT]; /* see skip_indent */ /* rows the codes, ints and int_valid buffers all hold */
 } Ctx;
 
 static int fail(Ctx *c, const char *why) {
@@ -366,6 +371,43 @@ static inline const char *skip_ws(const char *p, const char *end) {
     if (p < end && (unsigned char)*p > ' ') return p; /* above ' ': not whitespace */
     if (end - p >= 2 && *p == ' ' && (unsigned char)p[1] > ' ') return p + 1; /* after ':' or ',' */
     return skip_ws_long(p, end);
+}
+
+/* Bit i set where p[i] == ' ', for i in 0..32. */
+static inline uint32_t space_bits32(const char *p) {
+#if defined(__SSE2__)
+    __m128i sp = _mm_set1_epi8(' ');
+    uint32_t lo = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), sp));
+    uint32_t hi = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 16)), sp));
+    return lo | hi << 16;
+#else
+    uint32_t bits = 0;
+    for (unsigned i = 0; i < 32; i++) bits |= (uint32_t)(p[i] == ' ') << i;
+    return bits;
+#endif
+}
+
+/* The whitespace before a token at a place whose indentation repeats (pretty-printed traces
+   indent each nesting level alike): *w is the width of the spaces after the newline the last
+   time here. The scan is a chain of positions, each computed from the bytes at the previous
+   one; when the width is as predicted, the next position comes from *w and the bytes are
+   only checked (a predicted branch), so the chain does not wait for them. */
+static const char *skip_indent(const char *p, const char *end, unsigned char *w) {
+    if (end - p >= 48 && *p == '\n') {
+        const char *q = p + 1;
+        uint32_t spaces = space_bits32(q), width = *w;
+        if ((spaces & ((2u << width) - 1)) == (1u << width) - 1 && (unsigned char)q[width] > ' ') return q + width;
+        if (~spaces) {
+            unsigned i = (unsigned)__builtin_ctz(~spaces);
+            if ((unsigned char)q[i] > ' ') return *w = (unsigned char)i, q + i;
+        }
+    }
+    return skip_ws(p, end);
+}
+
+static inline const char *skip_ws_at(const char *p, const char *end, unsigned char *w) {
+    if (p < end && (unsigned char)*p > ' ') return p;
+    return skip_indent(p, end, w);
 }
 
 static int hexval(unsigned char ch) {
@@ -743,7 +785,8 @@ static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int
     if (ch == '"') return skip_string(c, p + 1, decoded, invalid);
     if (ch == '{' || ch == '[') {
         char close = ch == '{' ? '}' : ']';
-        p = skip_ws(p + 1, end);
+        unsigned char *w = c->indent + W_VALUE + 2 * (depth < 7 ? depth : 7);
+        p = skip_ws_at(p + 1, end, w);
         if (p < end && *p == close) return p + 1;
         for (;;) {
             if (ch == '{') {
@@ -754,10 +797,10 @@ static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int
                 p = skip_ws(p + 1, end);
             }
             if (!(p = skip_value(c, p, decoded, depth + 1, invalid))) return NULL;
-            p = skip_ws(p, end);
+            p = skip_ws_at(p, end, w + 1);
             if (p < end && *p == close) return p + 1;
             if (p >= end || *p != ',') return fail(c, "expected ',' or a closing bracket"), NULL;
-            p = skip_ws(p + 1, end);
+            p = skip_ws_at(p + 1, end, w);
         }
     }
     if (ch == '-' || (ch >= '0' && ch <= '9')) return skip_number(c, p);
@@ -988,22 +1031,24 @@ static inline const char *past_colon(Ctx *c, const char *p) {
 }
 
 /* p after a member's value: 1 with *pp at the next member, 0 with *pp past the closing '}',
-   -1 on error. */
-static inline int next_member(Ctx *c, const char **pp) {
+   -1 on error. w: the indentation places of the members and of the '}'. */
+static inline int next_member(Ctx *c, const char **pp, unsigned char *w) {
     const char *p = *pp, *end = c->end;
     if (end - p >= 3 && p[0] == ',') { /* ,"k" and , "k" */
         if (p[1] == '"') return *pp = p + 1, 1;
         if (p[1] == ' ' && p[2] == '"') return *pp = p + 2, 1;
+        return *pp = skip_ws_at(p + 1, end, w), 1;
     }
-    p = skip_ws(p, end);
+    p = skip_ws_at(p, end, w + 1);
     if (p < end && *p == '}') return *pp = p + 1, 0;
     if (p >= end || *p != ',') return fail(c, "expected ',' or '}'"), -1;
-    *pp = skip_ws(p + 1, end);
+    *pp = skip_ws_at(p + 1, end, w);
     return 1;
 }
 
-/* A key string (p at the opening quote) resolved into (text, n); scratch may be used. */
-static const char *read_key(Ctx *c, const char *p, const char **text, size_t *n) {
+/* A key string (p at the opening quote) resolved into (text, n); scratch may be used. Not
+   inlined: inlined into the event loop it measured 3-5% slower on the Kineto-written traces. */
+__attribute__((noinline)) static const char *read_key(Ctx *c, const char *p, const char **text, size_t *n) {
     const char *end = c->end;
     if (p >= end || *p != '"') return fail(c, "expected a key"), NULL;
     Str s;
@@ -1025,7 +1070,7 @@ static inline const char *member_key(Ctx *c, const char *p, int args, int *id, c
 static const char *read_args(Ctx *c, const char *p, Event *ev) {
     const char *end = c->end;
     if (p >= end || *p != '{') return fail(c, "args is not an object"), NULL;
-    p = skip_ws(p + 1, end);
+    p = skip_ws_at(p + 1, end, c->indent + W_ARG);
     if (p < end && *p == '}') return p + 1;
     for (;;) {
         const char *k = NULL;
@@ -1045,7 +1090,7 @@ static const char *read_args(Ctx *c, const char *p, Event *ev) {
                     if (p && add_side(c, field, s, p)) return NULL;
                 } else p = skip_member(c, p, 0, &ev->invalid);
         }
-        int more = p ? next_member(c, &p) : -1;
+        int more = p ? next_member(c, &p, c->indent + W_ARG) : -1;
         if (more <= 0) return more ? NULL : p;
     }
 }
@@ -1183,7 +1228,7 @@ static const char *read_event(Ctx *c, const char *p) {
     ev.code[D_NAME] = -2; /* absent: "" */
     ev.side_start = c->side.len / sizeof(Side);
     if (p >= end || *p != '{') return fail(c, "event is not an object"), NULL;
-    p = skip_ws(p + 1, end);
+    p = skip_ws_at(p + 1, end, c->indent + W_MEMBER);
     if (p < end && *p == '}') p++;
     else
         for (;;) {
@@ -1191,7 +1236,7 @@ static const char *read_event(Ctx *c, const char *p) {
             size_t n;
             int id;
             if (!(p = member_key(c, p, 0, &id, &k, &n)) || !(p = read_field(c, p, id, &ev))) return NULL;
-            int more = next_member(c, &p);
+            int more = next_member(c, &p, c->indent + W_MEMBER);
             if (more < 0) return NULL;
             if (!more) break;
         }
@@ -1210,15 +1255,15 @@ static const char *read_event(Ctx *c, const char *p) {
 static const char *scan_array(Ctx *c, const char *p) {
     const char *end = c->end;
     if (p >= end || *p != '[') return fail(c, "traceEvents is not an array"), NULL;
-    p = skip_ws(p + 1, end);
+    p = skip_ws_at(p + 1, end, c->indent + W_EVENT);
     if (p < end && *p == ']') p++;
     else
         for (;;) {
             if (!(p = read_event(c, p))) return NULL;
-            p = skip_ws(p, end);
+            p = skip_ws_at(p, end, c->indent + W_EVENTS_END);
             if (p < end && *p == ']') return p + 1;
             if (p >= end || *p != ',') return fail(c, "expected ',' or ']'"), NULL;
-            p = skip_ws(p + 1, end);
+            p = skip_ws_at(p + 1, end, c->indent + W_EVENT);
         }
     return p;
 }
@@ -1243,7 +1288,7 @@ static const char *scan_object(Ctx *c, const char *p) {
                 if (buf_put(&c->top, span, sizeof(span))) return NULL;
             }
         }
-        int more = p ? next_member(c, &p) : -1;
+        int more = p ? next_member(c, &p, c->indent + W_TOP) : -1;
         if (more <= 0) return more ? NULL : p;
     }
 }
