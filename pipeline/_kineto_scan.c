@@ -68,6 +68,7 @@ typedef struct {
     char *key;
     size_t len;
     int32_t code;
+    int plain; /* printable ASCII without '"' and '\\': the JSON text of the string is the string */
 } Slot;
 
 typedef struct {
@@ -79,6 +80,10 @@ typedef struct {
     const char *last_key; /* the last code returned: cat, pid, tid mostly repeat the previous event's */
     size_t last_len;
     int32_t last_code;
+    int last_plain;
+    const char *num_key; /* the last pid/tid code read from a plain unsigned integer */
+    size_t num_len;
+    int32_t num_code;
 } Dict;
 
 static inline uint64_t load64(const char *s) {
@@ -135,7 +140,7 @@ static inline int same_bytes(const char *a, const char *b, size_t n) {
 static int dict_init(Dict *d) {
     d->mask = 255;
     d->count = 0;
-    d->last_key = NULL;
+    d->last_key = d->num_key = NULL;
     d->slots = calloc(d->mask + 1, sizeof(Slot));
     d->list = PyList_New(0);
     memset(&d->pass, 0, sizeof(Buf));
@@ -194,6 +199,7 @@ static int32_t dict_code(Dict *d, const char *s, size_t n) {
         if (slot->hash == h && slot->len == n && same_bytes(slot->key, s, n)) {
             d->last_key = slot->key; /* slots move when the table grows, their keys do not */
             d->last_len = n;
+            d->last_plain = slot->plain;
             return d->last_code = slot->code;
         }
         j = (j + 1) & d->mask;
@@ -221,9 +227,26 @@ static int32_t dict_code(Dict *d, const char *s, size_t n) {
     slot->key = key;
     slot->len = n;
     slot->code = (int32_t)d->count++;
+    slot->plain = 1;
+    for (size_t i = 0; i < n; i++) slot->plain &= s[i] >= 0x20 && s[i] < 0x7F && s[i] != '"' && s[i] != '\\';
+    d->last_key = key;
+    d->last_len = n;
+    d->last_plain = slot->plain;
+    d->last_code = slot->code;
     int32_t code = slot->code;
     if (d->count * 2 > d->mask && dict_grow(d)) return -1;
     return code;
+}
+
+/* The code of the JSON string at p (at its opening quote) when it is the dictionary's last
+   string written plainly, else -1; the string then ends at p + 2 + d->last_len. The scan is a
+   chain of positions, each computed from the bytes at the previous one: here the next
+   position comes from the cached length, and the bytes only decide a (predicted) branch. */
+static inline int32_t dict_repeat(const Dict *d, const char *p, const char *end) {
+    size_t n = d->last_len;
+    if (d->last_key && d->last_plain && (size_t)(end - p) > n + 1 && p[n + 1] == '"' && same_bytes(p + 1, d->last_key, n))
+        return d->last_code;
+    return -1;
 }
 
 enum { D_CAT, D_NAME, D_PID, D_TID, N_DICTS };
@@ -257,7 +280,8 @@ typedef struct {
     uint64_t side_sig; /* bit side_sig(key) set for each side key */
     int64_t rows_x, rows_m, events;
     size_t row_cap;
-    unsigned char indent[N_INDENT]; /* see skip_indent */ /* rows the codes, ints and int_valid buffers all hold */
+    unsigned char indent[N_INDENT]; /* see skip_indent */
+    unsigned char time_shape[2][2], int_shape[N_INTS + 1]; /* see same_shape; [N_INTS]: "external id" */ /* rows the codes, ints and int_valid buffers all hold */
 } Ctx;
 
 static int fail(Ctx *c, const char *why) {
@@ -673,6 +697,8 @@ static inline uint64_t digits_value(const char *s, size_t n) {
     return v;
 }
 
+static inline int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
 /* Digits at the start of p[0..16) (16 when all are). */
 static inline size_t digit_run16(const char *p) {
 #if defined(__SSE2__)
@@ -686,16 +712,44 @@ static inline size_t digit_run16(const char *p) {
 #endif
 }
 
-/* The digits of the plain unsigned integer at p: "0", or 1..15 digits not starting with 0
-   (below 10^15: exact everywhere); 0 for anything else (the general path decides). 16 bytes
+/* Bit i set where p[i] is an ASCII digit, for i in 0..32. */
+static inline uint32_t digit_bits32(const char *p) {
+#if defined(__SSE2__)
+    __m128i lo = _mm_loadu_si128((const __m128i *)p), hi = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i below = _mm_set1_epi8('0' - 1), above = _mm_set1_epi8('9' + 1);
+    lo = _mm_and_si128(_mm_cmpgt_epi8(lo, below), _mm_cmplt_epi8(lo, above));
+    hi = _mm_and_si128(_mm_cmpgt_epi8(hi, below), _mm_cmplt_epi8(hi, above));
+    return (uint32_t)_mm_movemask_epi8(lo) | (uint32_t)_mm_movemask_epi8(hi) << 16;
+#else
+    uint32_t bits = 0;
+    for (unsigned i = 0; i < 32; i++) bits |= (uint32_t)is_digit(p[i]) << i;
+    return bits;
+#endif
+}
+
+/* Length of the run of set bits from bit 0 (32 when all are). */
+static inline unsigned run_of(uint32_t bits) { return (unsigned)__builtin_ctzll(~(uint64_t)bits); }
+
+/* Whether the number at p (digits: its digit_bits32) has the shape of the last one read at
+   this place: n integer digits (n > 0; "0" alone when it starts with 0), then when f > 0 '.'
+   and f digits, then a byte that is neither a digit nor '.' (nor 'e'/'E': the callers check).
+   The shape is then known without measuring it (see dict_repeat). n + f < 31. */
+static inline int same_shape(const char *p, uint32_t digits, unsigned n, unsigned f) {
+    unsigned last = f ? n + 1 + f : n;
+    uint32_t want = ((1u << n) - 1) | (((1u << f) - 1) << (n + 1));
+    return n && (p[0] != '0' || n == 1) && (digits & ((2u << last) - 1)) == want && (p[n] == '.') == (f != 0);
+}
+
+/* The digits of the plain unsigned integer at p: "0", or 1..16 digits not starting with 0
+   (below 10^16: no int64 overflow); 0 for anything else (the general path decides). 17 bytes
    readable. The caller still checks what follows. */
 static inline size_t uint_len(const char *p) {
     if (p[0] == '0') return 1;
     size_t n = digit_run16(p);
-    return n < 16 ? n : 0;
+    return n < 16 || p[16] < '0' || p[16] > '9' ? n : 0;
 }
 
-/* Value of the n (1..15) ASCII digits at s; 8 bytes readable at s and at s + n - 8 when n > 8. */
+/* Value of the n (1..16) ASCII digits at s; 8 bytes readable at s and at s + n - 8 when n > 8. */
 static inline uint64_t short_digits(const char *s, size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if (n <= 8) return eight_digits_word(load64(s) << (8 * (8 - n))); /* zero bytes lead: value 0 */
@@ -836,12 +890,17 @@ static const char *read_text(Ctx *c, const char *p, int d, int nullable, Event *
         return p + 4;
     }
     if (p >= end || *p != '"') return fail(c, "expected a string"), NULL;
+    int32_t code = dict_repeat(&c->dicts[d], p, end);
+    if (code >= 0) { /* "cpu_op" again */
+        ev->code[d] = code;
+        return p + 2 + c->dicts[d].last_len;
+    }
     Str s;
     const char *text;
     size_t n;
     if (!(p = scan_string(c, p + 1, &s)) || unescape(c, &s, &text, &n)) return NULL;
     if (s.high && !utf8_valid((const unsigned char *)s.s, s.n)) ev->invalid = 1;
-    int32_t code = dict_code(&c->dicts[d], text, n);
+    code = dict_code(&c->dicts[d], text, n);
     if (code < 0) return NULL;
     ev->code[d] = code;
     return p;
@@ -862,10 +921,19 @@ static int numeric_looking(const char *s, size_t n) {
 /* pid/tid: int (as its text), string or null. */
 static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
     const char *end = c->end;
-    size_t len;
-    if (end - p >= 16 && (len = uint_len(p)) && p[len] != '.' && (p[len] | 0x20) != 'e') { /* 2910249 */
-        ev->code[d] = dict_code(&c->dicts[d], p, len);
-        return ev->code[d] < 0 ? NULL : p + len;
+    Dict *dict = &c->dicts[d];
+    size_t len = dict->num_len;
+    if (dict->num_key && (size_t)(end - p) > len && !is_digit(p[len]) && p[len] != '.' && (p[len] | 0x20) != 'e' &&
+        same_bytes(p, dict->num_key, len)) { /* the last one again (see dict_repeat) */
+        ev->code[d] = dict->num_code;
+        return p + len;
+    }
+    if (end - p >= 17 && (len = uint_len(p)) && p[len] != '.' && (p[len] | 0x20) != 'e') { /* 2910249 */
+        if ((ev->code[d] = dict_code(dict, p, len)) < 0) return NULL;
+        dict->num_key = dict->last_key;
+        dict->num_len = len;
+        dict->num_code = ev->code[d];
+        return p + len;
     }
     if (p < end && *p == '"') {
         Str s;
@@ -893,19 +961,28 @@ static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
 static const char *read_time(Ctx *c, const char *p, int which, Event *ev) {
     ev->time_bad[which] = 0;
     ev->valid[which] = 0;
-    size_t n, f = 0;
-    if (c->end - p >= 32 && (n = uint_len(p))) { /* 4458676522690.655: to_ns without the Num */
-        const char *q = p + n;
-        if (*q == '.' && ((f = digit_run16(q + 1)) == 0 || f == 16)) goto general;
-        if (((f ? q[f + 1] : *q) | 0x20) == 'e') goto general;
+    if (c->end - p >= 48) { /* 4458676522690.655: to_ns without the Num */
+        uint32_t digits = digit_bits32(p);
+        unsigned n = c->time_shape[which][0], f = c->time_shape[which][1];
+        if (!same_shape(p, digits, n, f)) {
+            n = p[0] == '0' ? 1 : run_of(digits);
+            f = p[n] == '.' ? run_of(digits >> (n + 1)) : 0;
+            if (!n || n > 16 || (p[n] == '.' && !f) || n + f >= 31) goto general;
+            c->time_shape[which][0] = (unsigned char)n;
+            c->time_shape[which][1] = (unsigned char)f;
+        }
+        const char *q = p + n, *e = f ? q + 1 + f : q;
+        if ((*e | 0x20) == 'e') goto general;
         uint64_t whole = short_digits(p, n);
-        /* to_ns's cases that need no float check (whole < 10^15 < 2^53) */
+        if (whole >= TWO_53) goto general; /* not convertible */
+        /* to_ns's cases that need no float check */
         if (f && !(f <= 3 && whole < TWO_43) && !(which == I_TS && whole >= TWO_43)) goto general;
-        int64_t milli = 0;
-        for (size_t i = 0; i < 3; i++) milli = milli * 10 + (i < f ? q[1 + i] - '0' : 0);
+        int64_t milli;
+        if (f >= 3) milli = (q[1] - '0') * 100 + (q[2] - '0') * 10 + (q[3] - '0');
+        else milli = f == 2 ? (q[1] - '0') * 100 + (q[2] - '0') * 10 : f == 1 ? (q[1] - '0') * 100 : 0;
         ev->val[which] = (int64_t)whole * 1000 + milli + (f > 3 && q[4] >= '5');
         ev->valid[which] = 1;
-        return f ? q + 1 + f : q;
+        return e;
     }
 general:
     if (is_null(p, c->end)) return p + 4;
@@ -918,14 +995,23 @@ general:
 }
 
 /* A hot integer arg: int64 (NULL when it overflows), null, or (stream only) a string -> NULL. */
-static const char *read_hot(Ctx *c, const char *p, int64_t *val, int *valid, int allow_str, int *invalid) {
+static const char *read_hot(Ctx *c, const char *p, int64_t *val, int *valid, int allow_str, int *invalid,
+                            unsigned char *shape) {
     const char *end = c->end;
-    size_t len;
-    if (end - p >= 16 && (len = uint_len(p)) && p[len] != '.' && (p[len] | 0x20) != 'e') { /* 2049 */
-        *val = (int64_t)short_digits(p, len);
+    if (end - p >= 32) { /* 2049: n digits (shape: the last n here, see same_shape) */
+        uint32_t digits = digit_bits32(p);
+        unsigned n = *shape;
+        if (!same_shape(p, digits, n, 0)) {
+            n = p[0] == '0' ? 1 : run_of(digits);
+            if (!n || n > 16) goto general;
+            *shape = (unsigned char)n;
+        }
+        if (p[n] == '.' || (p[n] | 0x20) == 'e') goto general;
+        *val = (int64_t)short_digits(p, n);
         *valid = 1;
-        return p + len;
+        return p + n;
     }
+general:
     *valid = 0;
     if (is_null(p, end)) return p + 4;
     if (allow_str && p < end && *p == '"') return skip_string(c, p + 1, 1, invalid);
@@ -1078,11 +1164,17 @@ static const char *read_args(Ctx *c, const char *p, Event *ev) {
         int id, field;
         if (!(p = member_key(c, p, 1, &id, &k, &n))) return NULL;
         switch (id) {
-            case K_STREAM: p = read_hot(c, p, &ev->val[I_STREAM], &ev->valid[I_STREAM], 1, &ev->invalid); break;
-            case K_CORR: p = read_hot(c, p, &ev->val[I_CORR], &ev->valid[I_CORR], 0, NULL); break;
-            case K_EXT: p = read_hot(c, p, &ev->val[I_EXT], &ev->valid[I_EXT], 0, NULL); break;
-            case K_EXT_LEGACY: p = read_hot(c, p, &ev->ext_legacy, &ev->ext_legacy_valid, 0, NULL); break;
-            case K_DEVICE: p = read_hot(c, p, &ev->val[I_DEVICE], &ev->valid[I_DEVICE], 0, NULL); break;
+            case K_STREAM:
+                p = read_hot(c, p, &ev->val[I_STREAM], &ev->valid[I_STREAM], 1, &ev->invalid, &c->int_shape[I_STREAM]);
+                break;
+            case K_CORR: p = read_hot(c, p, &ev->val[I_CORR], &ev->valid[I_CORR], 0, NULL, &c->int_shape[I_CORR]); break;
+            case K_EXT: p = read_hot(c, p, &ev->val[I_EXT], &ev->valid[I_EXT], 0, NULL, &c->int_shape[I_EXT]); break;
+            case K_EXT_LEGACY:
+                p = read_hot(c, p, &ev->ext_legacy, &ev->ext_legacy_valid, 0, NULL, &c->int_shape[N_INTS]);
+                break;
+            case K_DEVICE:
+                p = read_hot(c, p, &ev->val[I_DEVICE], &ev->valid[I_DEVICE], 0, NULL, &c->int_shape[I_DEVICE]);
+                break;
             default:
                 if ((field = side_index(c, k, n)) >= 0) {
                     const char *s = p;
