@@ -20,61 +20,97 @@ bytes follow the nccl-tests "size" convention: `max(in_nelems, out_nelems) × dt
 i.e. all_reduce/broadcast/reduce/send/recv: the buffer; all_gather: the total OUTPUT;
 reduce_scatter: the total INPUT; all_to_all: the total sent. When only a host tensor shape
 is known (`Input Dims` of one input), all_gather multiplies it by the group size (NULL when
-unknown). `seq`: args `Seq` of the kernel or of `record_param_comms`, else that op's
-`Sequence number`, else NULL. process_group/pg_desc/group_size fall back to the single group
-of `distributedInfo.pg_config` when there is exactly one.
+unknown). `seq`: args `Seq` of the kernel or of `record_param_comms`, else NULL (an op's
+`Sequence number` is autograd's, not the collective's). process_group/pg_desc/group_size fall
+back to the single group of `distributedInfo.pg_config` when there is exactly one.
+
+A trace holds tens to thousands of communication events, so the rows are built in plain
+Python over them: as two dozen small Polars queries, this cost more than all of a small
+trace's parse after the scan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 import polars as pl
 from tracehouse.pipeline.parsers.comm_names import dtype_name, dtype_size, kernel_op, op_name
-from tracehouse.pipeline.parsers.kineto_commargs import per_value
+from tracehouse.pipeline.parsers.kineto_events import RUNTIME_KIND
 from tracehouse.pipeline.parsers.kineto_gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_names import is_comm_kernel
-from tracehouse.pipeline.parsers.kineto_spans import THREAD, enclosing
+from tracehouse.pipeline.parsers.kineto_spans import holders
 from tracehouse.pipeline.schema import COLLECTIVES
 
 HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
-COLLECTIVES_EXPRS = {c: pl.col(c) for c in COLLECTIVES}
-# What _resolve reads from the enclosing record_param_comms.
-NO_LAUNCH = -(2**62)
-LAUNCH = {"launch_at": pl.Int64, "launch_pid": pl.String, "launch_tid": pl.String}
-RPC_ARGS = ("collective_name", "dtype", "group_size", "pg_name", "pg_desc", "seq", "in_nelems", "out_nelems")
+NO_LAUNCH = -(2**62)  # the place of a kernel with no runtime call: before everything
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# One event of the communication frame (`_comm`): EVENTS columns plus COMM_ARGS.
+Event = dict[str, Any]
+# Where an event's host context is looked up: (time, pid, tid).
+Place = tuple[int, str | None, str | None]
+NOWHERE: Event = {}
 
 
 def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pl.DataFrame:
     """The candidate events (`_comm`) with their comm args."""
     comm = full.filter(pl.col("_comm")).drop("_comm", "_step")
-    return comm.join(comm_args, on="_row", how="inner")
+    return comm.join(comm_args, on="_row", how="inner", maintain_order="left")
 
 
-def _launch_threads(full: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
-    """launch_at / launch_pid / launch_tid of each kernel: its earliest runtime call (by correlation).
-
-    A kernel with no runtime call gets launch_at = -2**62 (before everything: no host context).
-    """
-    correlations = kernels["correlation"].drop_nulls().implode()
-    runtime = full.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_in(correlations))
-    first: dict[int, tuple[int, str | None, str | None]] = {}
-    for corr, ts, pid, tid in runtime.select("correlation", "ts_unix_ns", "pid", "tid").iter_rows():
-        if corr not in first or ts < first[corr][0]:
+def _launches(full: pl.DataFrame, kernels: list[Event]) -> list[Place]:
+    """Each kernel's earliest runtime call with its correlation (ts, pid, tid); NO_LAUNCH if none."""
+    correlations = [k["correlation"] for k in kernels if k["correlation"] is not None]
+    linked = full.filter(pl.col("correlation").is_in(correlations))  # the kernels and their calls
+    first: dict[int, Place] = {}
+    for kind, corr, ts, pid, tid in linked.select(
+        "kind", "correlation", "ts_unix_ns", "pid", "tid"
+    ).iter_rows():
+        if kind == RUNTIME_KIND and (corr not in first or ts < first[corr][0]):
             first[corr] = (ts, pid, tid)
-    found = [first.get(corr, (NO_LAUNCH, None, None)) for corr in kernels["correlation"].to_list()]
-    return pl.DataFrame(found, schema=LAUNCH, orient="row")
+    return [first.get(k["correlation"], (NO_LAUNCH, None, None)) for k in kernels]
 
 
-def _host_context(rows: pl.DataFrame, comm: pl.DataFrame, at: str, thread: tuple[str, str]) -> pl.DataFrame:
-    """Attach the enclosing record_param_comms (rpc_*) and nccl:* annotation (ann_*) on the thread."""
-    host = pl.col("kind").is_in(HOST_KINDS)
-    rpc = comm.filter(host & (pl.col("name") == "record_param_comms"))
-    ann = comm.filter(host & pl.col("name").str.starts_with("nccl:"))
-    rows = enclosing(rows, at, rpc, RPC_ARGS, "rpc_", thread=thread)
-    return enclosing(rows, at, ann, ("name", "numel", "input_type"), "ann_", thread=thread)
+def _holding(places: list[Place], outer: list[Event]) -> list[Event]:
+    """Per place, the outer event on its thread whose span holds its time (`kineto_spans.holders`)."""
+    if not outer:
+        return [NOWHERE] * len(places)
+    start = np.array([e["ts_unix_ns"] for e in outer], dtype=np.int64)
+    found = holders(
+        [(pid, tid) for _, pid, tid in places],
+        np.array([at for at, _, _ in places], dtype=np.int64),
+        [(e["pid"], e["tid"]) for e in outer],
+        start,
+        start + np.array([e["dur_ns"] for e in outer], dtype=np.int64),
+    )
+    return [NOWHERE if i is None else outer[i] for i in found.tolist(None)]
 
 
-def _single_group(top: TopLevel) -> dict[str, object]:
+def _host(events: list[Event], is_name: Callable[[str], bool]) -> list[Event]:
+    """The host-side events (ops, annotations) whose name passes `is_name`."""
+    return [e for e in events if e["kind"] in HOST_KINDS and e["name"] is not None and is_name(e["name"])]
+
+
+def _is_rpc(name: str) -> bool:
+    return name == "record_param_comms"
+
+
+def _is_annotation(name: str) -> bool:
+    return name.startswith("nccl:")
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _of(fn: Callable[[str], Any], value: str | None) -> Any:
+    return None if value is None else fn(value)
+
+
+def _single_group(top: TopLevel) -> dict[str, Any]:
     groups = top.pg_config
     if len(groups) != 1:
         return {"process_group": None, "pg_desc": None, "group_size": None}
@@ -86,82 +122,77 @@ def _single_group(top: TopLevel) -> dict[str, object]:
     }
 
 
-def _resolve(rows: pl.DataFrame, top: TopLevel, source: str, own: bool) -> pl.DataFrame:
-    """Pick each field from the row's own args (when `own`), record_param_comms, the annotation."""
-    single = _single_group(top)
+def _fields(event: Event, rpc: Event, ann: Event, single: dict[str, Any], own: bool) -> tuple[Any, ...]:
+    """(op, process_group, pg_desc, seq, bytes, dtype, group_size) of one communication event.
 
-    def pick(col: str) -> pl.Expr:
-        own_col = [pl.col(col)] if own else []
-        return pl.coalesce([*own_col, pl.col(f"rpc_{col}")])
+    Each field from the event's own args (when `own`), else its record_param_comms, else its
+    `nccl:*` annotation (op, dtype, shape), else the single process group.
+    """
 
-    texts = rows.select(
-        pick("collective_name").alias("coll"),
-        pl.col("ann_name"),
-        pl.col("name"),
-        pl.coalesce(pick("dtype"), pl.col("ann_input_type")).alias("dtype"),
+    def pick(key: str) -> Any:
+        return _first(event[key] if own else None, rpc.get(key))
+
+    op = _first(
+        _of(op_name, pick("collective_name")),
+        _of(op_name, ann.get("name")),
+        _of(kernel_op if own else op_name, event["name"]),
     )
-    dtype = per_value(texts["dtype"], dtype_name, "dtype")
-    frame = rows.with_columns(
-        pl.coalesce(
-            per_value(texts["coll"], op_name, "coll_op"),
-            per_value(texts["ann_name"], op_name, "ann_op"),
-            per_value(texts["name"], kernel_op if own else op_name, "name_op"),
-        ).alias("op"),
-        dtype,
-        per_value(dtype, dtype_size, "dtype_bytes", pl.Int64),
-        pl.coalesce(pick("group_size"), pl.lit(single["group_size"], pl.Int64)).alias("group_size"),
-        pl.coalesce(pick("pg_name"), pl.lit(single["process_group"], pl.String)).alias("process_group"),
-        pl.coalesce(pick("pg_desc"), pl.lit(single["pg_desc"], pl.String)).alias("pg_desc"),
+    dtype = _of(dtype_name, _first(pick("dtype"), ann.get("input_type")))
+    group_size = _first(pick("group_size"), single["group_size"])
+    shape = ann.get("numel")
+    if shape is not None and op == "all_gather":
+        shape = None if group_size is None else shape * group_size
+    sizes = [n for n in (pick("in_nelems"), pick("out_nelems")) if n is not None]
+    nelems, width = _first(max(sizes, default=None), shape), _of(dtype_size, dtype)
+    nbytes = None if nelems is None or width is None else nelems * width
+    return (
+        op,
+        _first(pick("pg_name"), single["process_group"]),
+        _first(pick("pg_desc"), single["pg_desc"]),
         # Only a collective's own sequence number: the ops' "Sequence number" arg is autograd's,
         # and a wrong seq would match instances confidently but wrongly (order matching is safe).
-        pick("seq").alias("seq"),
-        pl.max_horizontal(pick("in_nelems"), pick("out_nelems")).alias("nelems"),
+        pick("seq"),
+        nbytes if nbytes is not None and INT64_MIN <= nbytes <= INT64_MAX else None,
+        dtype,
+        group_size,
     )
-    shape_nelems = (
-        pl.when(pl.col("op") == "all_gather")
-        .then(pl.col("ann_numel") * pl.col("group_size"))
-        .otherwise(pl.col("ann_numel"))
-    )
-    nbytes = pl.coalesce("nelems", shape_nelems) * pl.col("dtype_bytes")
-    columns = {**COLLECTIVES_EXPRS, "bytes": nbytes, "source": pl.lit(source)}
-    return frame.select([expr.cast(COLLECTIVES[c]).alias(c) for c, expr in columns.items()])
 
 
-def kernel_rows(full: pl.DataFrame, comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
-    """One row per communication kernel."""
-    kernels = comm.filter(
-        (pl.col("kind") == "kernel") & per_value(comm["name"], is_comm_kernel, "k", pl.Boolean)
-    )
-    if kernels.is_empty():
-        return pl.DataFrame(schema=COLLECTIVES)
-    rows = kernels.hstack(_launch_threads(full, kernels).get_columns())
-    rows = _host_context(rows, comm, "launch_at", ("launch_pid", "launch_tid"))
-    return _resolve(rows, top, "nccl_kernel", own=True)
+def _rows(
+    events: list[Event], places: list[Place], comm: list[Event], top: TopLevel, *, own: bool
+) -> list[tuple]:
+    """COLLECTIVES rows of `events`, their host context looked up at `places`, in place order.
+
+    `own` (communication kernels): fields from the event's own args first, and the `nccl:*`
+    annotation holding the place; else (annotations) each event is its own annotation.
+    """
+    order = sorted(range(len(events)), key=lambda i: places[i][0])
+    events, places = [events[i] for i in order], [places[i] for i in order]
+    rpcs = _holding(places, _host(comm, _is_rpc))
+    anns = _holding(places, _host(comm, _is_annotation)) if own else events
+    source = "nccl_kernel" if own else "cpu_annotation"
+    single = _single_group(top)
+    return [
+        (*_fields(e, rpc, ann, single, own), e["ts_unix_ns"], e["dur_ns"], source, e["name"], e["tid"])
+        for e, rpc, ann in zip(events, rpcs, anns, strict=True)
+    ]
 
 
-def annotation_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
+def kernel_rows(full: pl.DataFrame, comm: list[Event], top: TopLevel) -> list[tuple]:
+    """One row per communication kernel; its host context is where it was launched."""
+    kernels = [
+        e for e in comm if e["kind"] == "kernel" and e["name"] is not None and is_comm_kernel(e["name"])
+    ]
+    if not kernels:
+        return []
+    return _rows(kernels, _launches(full, kernels), comm, top, own=True)
+
+
+def annotation_rows(comm: list[Event], top: TopLevel) -> list[tuple]:
     """One row per host `nccl:*` annotation (traces without communication kernels)."""
-    ann = comm.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("name").str.starts_with("nccl:"))
-    if ann.is_empty():
-        return pl.DataFrame(schema=COLLECTIVES)
-    rows = ann.select(
-        "pid",
-        "tid",
-        "name",
-        "ts_unix_ns",
-        "dur_ns",
-        pl.col("name").alias("own_name"),
-        pl.col("numel").alias("own_numel"),
-        pl.col("input_type").alias("own_type"),
-    )
-    rows = _host_context(rows.with_columns(pl.col("ts_unix_ns").alias("at")), comm, "at", THREAD)
-    # The annotation is its own `nccl:*` context (the join above finds itself or an outer one).
-    rows = rows.with_columns(
-        pl.col("own_name").alias("ann_name"),
-        pl.col("own_numel").alias("ann_numel"),
-        pl.col("own_type").alias("ann_input_type"),
-    )
-    return _resolve(rows, top, "cpu_annotation", own=False)
+    annotations = _host(comm, _is_annotation)
+    places = [(e["ts_unix_ns"], e["pid"], e["tid"]) for e in annotations]
+    return _rows(annotations, places, comm, top, own=False)
 
 
 def collectives_frame(full: pl.DataFrame, comm_args: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
@@ -169,8 +200,10 @@ def collectives_frame(full: pl.DataFrame, comm_args: pl.DataFrame, top: TopLevel
     if comm_args.is_empty():
         return pl.DataFrame(schema=COLLECTIVES)
     comm = _comm(full, comm_args)
-    parts = [kernel_rows(full, comm, top)]
-    if parts[0].is_empty() and any(n is not None and n.startswith("nccl:") for n in comm["name"].to_list()):
-        parts.append(annotation_rows(comm, top))
-    parts.append(gloo_rows(comm, top))
-    return pl.concat(parts, how="vertical").sort("ts_unix_ns", maintain_order=True)
+    events = comm.to_dicts()
+    rows = kernel_rows(full, events, top) or annotation_rows(events, top)
+    frame = pl.DataFrame(rows, schema=COLLECTIVES, orient="row")
+    gloo = gloo_rows(comm, top)
+    if not gloo.is_empty():
+        frame = pl.concat([frame, gloo], how="vertical")
+    return frame.sort("ts_unix_ns", maintain_order=True)

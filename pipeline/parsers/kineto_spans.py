@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 import polars as pl
@@ -39,12 +39,31 @@ def _holder_rows(
     inner: pl.DataFrame, thread: tuple[str, str], point: np.ndarray, outer: pl.DataFrame
 ) -> pl.Series:
     """Per inner row, the row of the outer event that holds its point (NULL: none)."""
-    if outer.height == 0:
-        return pl.Series([None] * inner.height, dtype=pl.Int64)
-    threads: dict[tuple[str | None, str | None], int] = {}
-    outer_thread, inner_thread = _thread_ids(outer, THREAD, threads), _thread_ids(inner, thread, threads)
+    inner_threads = zip(inner[thread[0]].to_list(), inner[thread[1]].to_list(), strict=True)
+    outer_threads = zip(outer["pid"].to_list(), outer["tid"].to_list(), strict=True)
     start = outer["ts_unix_ns"].to_numpy()
     end = start + outer["dur_ns"].to_numpy()
+    return pl.Series(holders(inner_threads, point, outer_threads, start, end), dtype=pl.Int64)
+
+
+def holders(
+    inner_threads: Iterable[Hashable],
+    point: np.ndarray,
+    outer_threads: Iterable[Hashable],
+    start: np.ndarray,
+    end: np.ndarray,
+) -> np.ma.MaskedArray:
+    """Per point, the index of the outer span on its thread that holds it (masked: none).
+
+    The rule of `enclosing`: of the outer spans on the point's thread that start at or before
+    it, the one that starts last (of equal starts, the later index) holds it if it ends at or
+    after the point.
+    """
+    ids: dict[Hashable, int] = {}
+    outer_thread = np.array([ids.setdefault(t, len(ids)) for t in outer_threads], dtype=np.int64)
+    inner_thread = np.array([ids.setdefault(t, len(ids)) for t in inner_threads], dtype=np.int64)
+    if outer_thread.size == 0:
+        return np.ma.masked_all(inner_thread.size, dtype=np.int64)
     # One sorted key for (thread, time): the thread id times the number of distinct times,
     # plus the time's rank among them (exact for any int64 times, no overflow).
     times = np.unique(np.concatenate([start, point]))
@@ -54,12 +73,4 @@ def _holder_rows(
     last = np.searchsorted(outer_key[order], inner_key, side="right") - 1
     row = order[np.maximum(last, 0)]
     holds = (last >= 0) & (outer_thread[row] == inner_thread) & (point <= end[row])
-    return pl.Series(np.ma.masked_array(row, ~holds), dtype=pl.Int64)
-
-
-def _thread_ids(
-    frame: pl.DataFrame, columns: tuple[str, str], threads: dict[tuple[str | None, str | None], int]
-) -> np.ndarray:
-    """A small integer per (pid, tid), shared through `threads` between frames."""
-    pairs = zip(frame[columns[0]].to_list(), frame[columns[1]].to_list(), strict=True)
-    return np.array([threads.setdefault(pair, len(threads)) for pair in pairs], dtype=np.int64)
+    return np.ma.masked_array(row, ~holds)
