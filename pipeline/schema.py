@@ -33,7 +33,9 @@ RUN_KEYS: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, "ra
 
 # One row per complete (`ph: X`) event of a rank trace.
 EVENTS: dict[str, pl.DataType] = {
-    "kind": pl.String,  # one of EVENT_KINDS
+    # normalised from `cat`, case-insensitive (Kernel -> kernel, cuda_driver -> runtime,
+    # Operator -> cpu_op; a missing or unknown category -> other); one of EVENT_KINDS
+    "kind": pl.String,
     "cat": pl.String,  # the category as written in the trace
     "name": pl.String,
     "ts_unix_ns": pl.Int64,
@@ -45,50 +47,52 @@ EVENTS: dict[str, pl.DataType] = {
     "correlation": pl.Int64,  # args.correlation: ties a launch to its GPU event
     "external_id": pl.Int64,  # args["External id"]
     # GPU events: start of the earliest runtime/driver call with the same correlation
-    # (the launch); NULL when the launch is not in the trace.
+    # (the launch); NULL when the launch is not in the trace
     "launch_ts_unix_ns": pl.Int64,
 }
 
-# One row per `ProfilerStep#N` annotation on the rank's loop thread.
+# One row per step number on the rank's loop thread (the (pid, tid) holding the most host
+# `ProfilerStep#N` events): its earliest `ProfilerStep#N` event. See kineto_steps.
 STEPS: dict[str, pl.DataType] = {
-    "step": pl.Int64,
-    "ts_unix_ns": pl.Int64,
+    "step": pl.Int64,  # N of `ProfilerStep#N`
+    "ts_unix_ns": pl.Int64,  # start of the ProfilerStep event (host time)
     "dur_ns": pl.Int64,
-    "pid": pl.String,
-    "tid": pl.String,
+    "pid": pl.String,  # the loop thread's pid
+    "tid": pl.String,  # the loop thread's tid
 }
 
 # One row per collective call per rank, as seen in the trace.
 COLLECTIVES: dict[str, pl.DataType] = {
     "op": pl.String,  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send, recv, ...
     "process_group": pl.String,  # pg name; NULL when the trace cannot tell
-    "pg_desc": pl.String,
+    "pg_desc": pl.String,  # pg description, e.g. default_pg; NULL when the trace cannot tell
     "seq": pl.Int64,  # sequence number within the group; NULL when the trace has none
-    "bytes": pl.Int64,  # message size
-    "dtype": pl.String,
-    "group_size": pl.Int32,
+    "bytes": pl.Int64,  # message size, nccl-tests convention (all_gather: the total output)
+    "dtype": pl.String,  # e.g. float32, bfloat16
+    "group_size": pl.Int32,  # ranks in the process group
     "ts_unix_ns": pl.Int64,  # start of the transfer (device kernel, or gloo span)
     "dur_ns": pl.Int64,
     "source": pl.String,  # nccl_kernel | record_param_comms | gloo | label | cpu_annotation
     "name": pl.String,  # the event the row came from
-    "tid": pl.String,
+    "tid": pl.String,  # the thread of that event
 }
 
-# One row per (pid, tid) naming event (`ph: M`, thread_name / process_name).
+# One row per (pid, tid) named by a `thread_name` event (`ph: M`), plus one per pid named only
+# by `process_name` (with the tid of its first `process_name` event).
 THREADS: dict[str, pl.DataType] = {
     "pid": pl.String,
     "tid": pl.String,
-    "thread_name": pl.String,
-    "process_name": pl.String,
+    "thread_name": pl.String,  # the last `thread_name` of the thread; NULL for a process-only row
+    "process_name": pl.String,  # the pid's `process_name`
 }
 
 # One row per process group in distributedInfo.pg_config.
 PROCESS_GROUPS: dict[str, pl.DataType] = {
-    "process_group": pl.String,
-    "pg_desc": pl.String,
-    "backend_config": pl.String,
-    "group_size": pl.Int32,
-    "ranks": pl.List(pl.Int32),
+    "process_group": pl.String,  # pg_name
+    "pg_desc": pl.String,  # e.g. default_pg
+    "backend_config": pl.String,  # e.g. cuda:nccl, cpu:gloo,cuda:gloo
+    "group_size": pl.Int32,  # pg_size
+    "ranks": pl.List(pl.Int32),  # the global ranks in the group
 }
 
 # One row per power sample (public view `power_samples` adds nothing but the run key).
@@ -105,7 +109,7 @@ POWER_SAMPLES: dict[str, pl.DataType] = {
     "clock": pl.String,  # how ts was taken, e.g. host-realtime, nvidia-smi-localtime
 }
 
-# One row per ingested file.
+# One row per file that could not be ingested (latest attempt per path, hash and reason).
 INGEST_ERRORS: dict[str, pl.DataType] = {
     "path": pl.String,
     "content_hash": pl.String,
