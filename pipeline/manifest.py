@@ -7,7 +7,11 @@ traces elsewhere can write a small one by hand: only `study` and `run_id` are re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,12 @@ from tracehouse.pipeline.errors import ManifestError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
+REQUIRED = ("study", "run_id")
+STATUSES = ("ok", "failed")
+# Fields stored in INTEGER columns of run_manifests; every other integer is a BIGINT.
+INT32_FIELDS = frozenset({"dp", "tp", "pp", "world_size", "nodes", "devices_per_node", "manifest_version"})
+RANK_KEY = re.compile(r"[0-9]{1,9}")  # a decimal rank that fits the INTEGER rank column
+SHOWN_CHARS = 60
 
 
 @dataclass(kw_only=True)
@@ -26,6 +36,9 @@ class PowerCapture:
     unavailable_reason: str | None = None  # set exactly when source is None
     files: list[str] = field(default_factory=list)  # power logs beside the manifest
     interval_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self, prefix="power.")
 
 
 @dataclass(kw_only=True)
@@ -67,8 +80,13 @@ class RunManifest:
     manifest_version: int = MANIFEST_VERSION
 
     def __post_init__(self) -> None:
-        if not self.study or not self.run_id:
-            raise ValueError("a run manifest needs a non-empty study and run_id")
+        _check_fields(self)
+        for name in REQUIRED:
+            if not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty string")
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be 'ok' or 'failed', got {_shown(self.status)}")
+        _check_traces(self.traces, self.world_size)
         degrees = (self.dp, self.tp, self.pp)
         if self.world_size is not None and any(d is not None for d in degrees):
             dp, tp, pp = (d or 1 for d in degrees)  # an unstated degree is 1
@@ -91,7 +109,10 @@ class RunManifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunManifest:
-        """Build from parsed JSON, ignoring keys this version does not know."""
+        """Build from parsed JSON, ignoring keys this version does not know; ValueError names a bad field."""
+        for name in REQUIRED:
+            if name not in data:
+                raise ValueError(f"{name} is required")
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         power = values.get("power")
@@ -113,3 +134,85 @@ class RunManifest:
             return cls.from_dict(data)
         except (TypeError, ValueError) as exc:
             raise ManifestError(path, str(exc)) from exc
+
+
+def _check_traces(traces: dict[str, str], world_size: int | None) -> None:
+    """Raise ValueError unless every key is a rank (below world_size) and every value a file name."""
+    for key, name in traces.items():
+        if not RANK_KEY.fullmatch(key):
+            raise ValueError(f"traces key {_shown(key)} is not a rank number")
+        if name in ("", ".", "..") or "/" in name or "\\" in name:
+            raise ValueError(
+                f"traces[{key!r}] must be a file name beside {MANIFEST_NAME}, got {_shown(name)}"
+            )
+        if world_size is not None and int(key) >= world_size:
+            raise ValueError(f"traces rank {int(key)} is not below world_size {world_size}")
+
+
+def _check_fields(obj: Any, *, prefix: str = "") -> None:
+    """Raise ValueError naming the first field of a dataclass whose value has the wrong type or range."""
+    hints = _field_types(type(obj))
+    for f in dataclasses.fields(obj):
+        value, hint = getattr(obj, f.name), hints[f.name]
+        if not _fits(value, hint):
+            raise ValueError(f"{prefix}{f.name} must be {_describe(hint)}, got {_shown(value)}")
+        problem = _number_problem(f.name, value)
+        if problem:
+            raise ValueError(f"{prefix}{f.name} {problem}")
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """The declared types of a dataclass's fields, resolved from their annotations."""
+    return typing.get_type_hints(cls)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value (as parsed from JSON) has the declared type; a bool is not a number."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if isinstance(hint, types.UnionType):
+        return any(_fits(value, h) for h in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items()
+        )
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    """A declared type in the words of JSON: "an integer or null", "a list of strings"."""
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType):
+        return " or ".join(_describe(h) for h in args)
+    if typing.get_origin(hint) is list:
+        return "a list of strings" if args[0] is str else "a list"
+    if typing.get_origin(hint) is dict:
+        return "an object of strings" if args[1] is str else "an object"
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null"}
+    return names.get(hint, "an object")
+
+
+def _number_problem(name: str, value: Any) -> str | None:
+    """Why a number cannot be stored for the field (not positive, too large), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not value > 0:
+        return f"must be positive, got {_shown(value)}"
+    limit = 2**31 if name in INT32_FIELDS else 2**63
+    if isinstance(value, int) and value >= limit:
+        return f"must be below {limit}, got {value}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value as Python writes it, shortened so that a message stays one short line."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
