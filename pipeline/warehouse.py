@@ -21,6 +21,9 @@ from tracehouse.pipeline.errors import WarehouseError
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 DB_NAME = "tracehouse.duckdb"
+# The name a query-only in-memory database gives the attached warehouse (see `open_in_memory`):
+# the one DuckDB gives the file when it opens it directly, so qualified names work either way.
+ATTACHED = Path(DB_NAME).stem
 
 # Everything the materialized tables are computed from that can change after they were built:
 # the registered files (trace and power content hashes, manifests) and the user's comm kernel
@@ -92,9 +95,28 @@ def connect(warehouse_dir: Path, *, read_only: bool = False) -> duckdb.DuckDBPyC
     try:
         connection = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
-        raise WarehouseError(f"{path}: cannot open: {' '.join(str(exc).split())}") from exc
+        raise open_error(warehouse_dir, exc, read_only=read_only) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
     return connection
+
+
+def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> WarehouseError:
+    """The one-line error for a DuckDB file that would not open: busy (locked by another process) or else."""
+    if not is_locked(exc):
+        return WarehouseError(f"{db_path(warehouse_dir)}: cannot open: {_one_line(exc)}")
+    if read_only:
+        return WarehouseError(
+            f"{warehouse_dir}: busy: another tracehouse process (an ingest?) is writing it; "
+            "retry when it finishes"
+        )
+    return WarehouseError(
+        f"{warehouse_dir}: busy: another process (a query or an ingest?) has it open; retry when it finishes"
+    )
+
+
+def is_locked(exc: duckdb.Error) -> bool:
+    """Whether DuckDB failed because another process holds the file's lock."""
+    return "Could not set lock" in str(exc) or "Conflicting lock" in str(exc)
 
 
 def create_warehouse(warehouse_dir: Path) -> Path:
@@ -102,13 +124,29 @@ def create_warehouse(warehouse_dir: Path) -> Path:
     warehouse_dir = Path(warehouse_dir)
     if warehouse_dir.exists() and not warehouse_dir.is_dir():
         raise WarehouseError(f"{warehouse_dir}: exists and is not a directory")
+    try:
+        _create_files(warehouse_dir)
+    except duckdb.IOException as exc:
+        if is_locked(exc):
+            raise open_error(warehouse_dir, exc, read_only=False) from exc
+        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {_one_line(exc)}") from exc
+    except OSError as exc:
+        reason = exc.strerror or _one_line(exc)
+        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {reason}") from exc
+    with connect(warehouse_dir) as connection:
+        create_raw_relations(connection)
+    return warehouse_dir
+
+
+def _create_files(warehouse_dir: Path) -> None:
     warehouse_dir.mkdir(parents=True, exist_ok=True)
     write_empty_partitions(warehouse_dir)
     if not db_path(warehouse_dir).exists():
         duckdb.connect(str(db_path(warehouse_dir))).close()
-    with connect(warehouse_dir) as connection:
-        create_raw_relations(connection)
-    return warehouse_dir
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) -> list[str]:
@@ -187,13 +225,43 @@ def views_are_current(connection: duckdb.DuckDBPyConnection) -> bool:
 
 
 def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection, after (re)creating the views or refreshing the tables if stale."""
+    """A connection that never writes the warehouse; stale or missing relations are built in memory."""
     connection = connect(warehouse_dir, read_only=True)
     if views_are_current(connection):
         return connection
     connection.close()
-    write_empty_partitions(Path(warehouse_dir))
-    with connect(warehouse_dir) as writable:
-        create_raw_relations(writable)
-        create_views(writable)
-    return connect(warehouse_dir, read_only=True)
+    return open_in_memory(warehouse_dir)
+
+
+def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory database over the warehouse attached read-only, with every view and table rebuilt.
+
+    The warehouse's own tables (traces, manifests, patterns, ...) are read where they are; the
+    views and the materialized tables are created in memory from the installed SQL and come
+    first in the search path, so a query sees current results and the file is never written
+    (it may be on a read-only mount, or an ingest may be about to write it).
+    """
+    connection = duckdb.connect(":memory:")
+    try:
+        connection.execute(f"ATTACH ? AS {ATTACHED} (READ_ONLY)", [str(db_path(warehouse_dir))])
+    except duckdb.Error as exc:
+        connection.close()
+        raise open_error(warehouse_dir, exc, read_only=True) from exc
+    connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
+    connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
+    stored = stored_tables(connection)
+    try:
+        create_relations(connection, [f for f in load_sql_files() if f.materialized or f.name not in stored])
+    except WarehouseError:
+        connection.close()
+        raise
+    return connection
+
+
+def stored_tables(connection: duckdb.DuckDBPyConnection) -> set[str]:
+    """Names of the attached warehouse's base tables."""
+    rows = connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'",
+        [ATTACHED],
+    ).fetchall()
+    return {name for (name,) in rows}
