@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own small module exposing `register(subparsers)`, which adds
 the parser and sets `handler(args) -> int`. Library errors (`TracehouseError`) become one
-line on stderr and exit status 2; no traceback.
+line on stderr and exit status 2; any other exception is a bug, reported as one line and exit
+status 70 (EX_SOFTWARE), with the traceback only when TRACEHOUSE_DEBUG=1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli_query",
     "tracehouse.reports.cli",
 )
+# Exit status of an unexpected exception (a bug), as sysexits.h's EX_SOFTWARE.
+INTERNAL_ERROR = 70
+DEBUG_VARIABLE = "TRACEHOUSE_DEBUG"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tracehouse {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if os.environ.get(DEBUG_VARIABLE) == "1":
+            raise
+        print(internal_error_line(exc), file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+def internal_error_line(exc: Exception) -> str:
+    """The one line that reports an unexpected exception."""
+    message = " ".join(str(exc).split())
+    return (
+        f"tracehouse: internal error: {type(exc).__name__}: {message} "
+        f"(rerun with {DEBUG_VARIABLE}=1 for the traceback)"
+    )
 
 
 if __name__ == "__main__":
