@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+from tracehouse.pipeline.cli_ingest import add_ingest_options, ingest_choices
 from tracehouse.pipeline.errors import TracehouseError
 
 if TYPE_CHECKING:  # altair takes seconds to import: only the report commands pay for it
@@ -22,33 +23,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a study's self-contained HTML report from a warehouse",
         description="Write one self-contained HTML file (works offline) for one study of a warehouse.",
     )
-    report.add_argument("--warehouse", required=True, type=Path, help="warehouse directory")
+    report.add_argument("--warehouse", required=True, type=Path, metavar="DIR", help="warehouse directory")
+    report.add_argument("--study", help="study to report (needed when the warehouse has several)")
     _output_options(report)
     report.set_defaults(handler=run_report)
 
     analyze = sub.add_parser(
         "analyze",
         help="ingest traces into a fresh (or given) warehouse, then write the report",
-        description="Ingest trace files or folders, then write the HTML report of the study.",
+        description="Ingest trace files or folders exactly as `tracehouse ingest` does (same options), "
+        "then write the HTML report of the study (--study chooses it when the warehouse has several). "
+        "Exit status 1 when any file failed to load.",
     )
-    analyze.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace files or run folders")
-    analyze.add_argument("--warehouse", type=Path, help="warehouse directory (default: a temporary one)")
-    analyze.add_argument("--run", help="run id for traces that have no manifest")
-    analyze.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    add_ingest_options(analyze)
+    analyze.add_argument(
+        "--warehouse", type=Path, metavar="DIR", help="warehouse directory (default: a temporary one)"
+    )
     _output_options(analyze)
     analyze.set_defaults(handler=run_analyze)
 
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--study", help="study to report (needed when the warehouse has several)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="HTML file to write")
     parser.add_argument("--png", type=Path, metavar="DIR", help="also write every chart as PNG into DIR")
 
 
-def _print_result(result: ReportResult) -> None:
-    print(f"wrote {result.html} ({result.charts} charts, study {result.study!r})")
+def _print_result(result: ReportResult, *, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout  # looked up now: tests and callers may have replaced it
+    print(f"wrote {result.html} ({result.charts} charts, study {result.study!r})", file=stream)
     for png in result.pngs:
-        print(f"wrote {png}")
+        print(f"wrote {png}", file=stream)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -61,21 +65,33 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Handler of `tracehouse analyze`: exit 1 when some file failed to load (the report lists it)."""
-    from tracehouse.pipeline.ingest import ingest  # Dask loads only for this command
-
+    choices = ingest_choices(args)  # a bad --rank fails before any work
     if args.warehouse is not None:
-        return _analyze_into(args, args.warehouse, ingest)
+        return _analyze_into(args, args.warehouse, choices)
     with tempfile.TemporaryDirectory(prefix="tracehouse-warehouse-") as scratch:
-        return _analyze_into(args, Path(scratch), ingest)
+        return _analyze_into(args, Path(scratch), choices)
 
 
-def _analyze_into(args: argparse.Namespace, warehouse: Path, ingest: Callable[..., Any]) -> int:
+def _analyze_into(args: argparse.Namespace, warehouse: Path, choices: dict[str, Any]) -> int:
+    from tracehouse.pipeline.ingest import ingest  # Dask loads only for the commands that ingest
     from tracehouse.reports.build import build_report
 
-    summary = ingest(args.paths, warehouse, study=args.study, run=args.run, scheduler=args.scheduler)
+    summary = ingest(args.paths, warehouse, **choices)
     for path, reason in summary.failed:
         print(f"tracehouse analyze: could not load {path}: {reason}", file=sys.stderr)
     if summary.loaded + summary.skipped == 0:
         raise TracehouseError("no trace was loaded, so there is nothing to report")
-    _print_result(build_report(warehouse, args.output, study=args.study, png_dir=args.png))
+    result = build_report(warehouse, args.output, study=args.study, png_dir=args.png)
+    if args.json:
+        print(json.dumps({"ingest": summary.to_dict(), "report": _result_dict(result)}, indent=2))
+    _print_result(result, stream=sys.stderr if args.json else sys.stdout)
     return summary.exit_code
+
+
+def _result_dict(result: ReportResult) -> dict[str, Any]:
+    return {
+        "html": str(result.html),
+        "study": result.study,
+        "charts": result.charts,
+        "pngs": [str(p) for p in result.pngs],
+    }

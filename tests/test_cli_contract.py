@@ -10,6 +10,8 @@ from testdata import REPO
 from tracehouse.pipeline.cli import build_parser
 
 DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze"}
+# Commands whose README usage row lists every option they accept.
+FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze")
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -30,6 +32,25 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
     for name in _subcommands():
         assert helps.get(name), f"`tracehouse {name}` has no help text"
         assert f"tracehouse {name}" in readme, f"`tracehouse {name}` is not documented in README.md"
+
+
+def _options(parser: argparse.ArgumentParser) -> list[list[str]]:
+    return [a.option_strings for a in parser._actions if a.option_strings and a.dest != "help"]
+
+
+def test_readme_usage_lists_every_option() -> None:
+    readme = (REPO / "README.md").read_text().splitlines()
+    for name, parser in _subcommands().items():
+        if name not in FULLY_DOCUMENTED:
+            continue
+        usage = " ".join(line for line in readme if line.startswith(f"| `tracehouse {name} "))
+        for strings in _options(parser):
+            assert any(s in usage for s in strings), f"README's `tracehouse {name}` row lacks {strings[-1]}"
+
+
+def test_analyze_accepts_every_option_of_ingest() -> None:
+    ingest, analyze = (_options(_subcommands()[name]) for name in ("ingest", "analyze"))
+    assert all(strings in analyze for strings in ingest)
 
 
 def test_building_the_cli_imports_neither_torch_nor_altair() -> None:
