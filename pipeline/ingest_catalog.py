@@ -1,17 +1,75 @@
 """The warehouse catalog: registering files, errors and runs (driver side, one transaction each).
 
 Only the ingest driver writes here; `parquet_files` lists every registered Parquet partition,
-so any other file under `parquet/` is an orphan of an interrupted ingest.
+so any other file under `parquet/` is an orphan of an interrupted ingest. The driver opens the
+catalog read-write only for short phases (readers can open the file in between) and holds the
+ingest lock throughout, so no other ingest cleans up the partitions it has yet to register.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR
+from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect
+
+LOCK_NAME = ".ingest.lock"
+RETRY_S = 0.1  # between attempts to open a catalog that readers hold
+
+
+@contextmanager
+def ingest_lock(warehouse_dir: Path) -> Iterator[None]:
+    """Hold the warehouse's ingest lock (one ingest at a time); WarehouseError if another holds it."""
+    with open(Path(warehouse_dir) / LOCK_NAME, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise WarehouseError(
+                    f"{warehouse_dir}: busy: another tracehouse ingest is writing it; retry when it finishes"
+                ) from exc
+            # A filesystem without flock (some cluster mounts): go on, as before this lock existed.
+        yield
+
+
+def open_catalog(warehouse_dir: Path, *, wait_s: float) -> duckdb.DuckDBPyConnection | None:
+    """A read-write connection, retried for up to wait_s seconds while readers hold the file; else None."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect(warehouse_dir)
+        except WarehouseError as exc:
+            if not is_busy(exc):
+                raise
+            if time.monotonic() >= deadline:
+                return None
+        time.sleep(RETRY_S)
+
+
+@contextmanager
+def catalog_phase(warehouse_dir: Path, *, wait_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection for one phase, waiting up to wait_s for readers; else WarehouseError."""
+    connection = open_catalog(warehouse_dir, wait_s=wait_s)
+    if connection is None:
+        raise WarehouseError(
+            f"{warehouse_dir}: busy: other processes kept it open for {wait_s:.0f} s; "
+            "run the ingest again (files not registered yet are parsed again)"
+        )
+    with connection:
+        yield connection
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether opening the warehouse failed because another process holds its DuckDB file."""
+    cause = exc.__cause__ if isinstance(exc, WarehouseError) else exc
+    text = str(cause)
+    return isinstance(cause, duckdb.Error) and ("Could not set lock" in text or "Conflicting lock" in text)
 
 
 def registered_hashes(connection: duckdb.DuckDBPyConnection) -> frozenset[str]:
@@ -31,7 +89,23 @@ def register_file(
                 [table_name, path, n_rows, row["content_hash"]],
             )
         _insert_row(connection, table, row)
-        connection.execute("DELETE FROM ingest_errors WHERE content_hash = ?", [row["content_hash"]])
+        # The path's latest attempt succeeded. Not by hash: a copy failing elsewhere (no rank, a
+        # rank clash, a bad manifest) still fails there.
+        connection.execute("DELETE FROM ingest_errors WHERE path = ?", [row["path"]])
+
+
+def clear_errors(connection: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Forget the failures recorded for a path (its latest attempt succeeded)."""
+    connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
+
+
+def rank_holder(connection: duckdb.DuckDBPyConnection, study: str, run_id: str, rank: int) -> tuple | None:
+    """(content_hash, path) of the registered trace holding a rank of a run, or None."""
+    rows = connection.execute(
+        "SELECT content_hash, path FROM traces WHERE study = ? AND run_id = ? AND rank = ?",
+        [study, run_id, rank],
+    ).fetchall()
+    return rows[0] if rows else None
 
 
 def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, content_hash: str) -> None:
@@ -49,12 +123,9 @@ def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path,
 def record_error(
     connection: duckdb.DuckDBPyConnection, path: str, content_hash: str | None, reason: str
 ) -> None:
-    """Record one failed file in ingest_errors (one row per path, hash and reason: the latest attempt)."""
+    """Record one failed file in ingest_errors, replacing the path's earlier rows (the latest attempt)."""
     with _transaction(connection):
-        connection.execute(
-            "DELETE FROM ingest_errors WHERE path = ? AND content_hash IS NOT DISTINCT FROM ? AND reason = ?",
-            [path, content_hash, reason],
-        )
+        connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
         connection.execute(
             'INSERT INTO ingest_errors (path, content_hash, reason, "at") VALUES (?, ?, ?, now())',
             [path, content_hash, reason],

@@ -1,18 +1,24 @@
-"""Worker side of ingest: write one source file's rows of each table to its Parquet partition.
+"""One source file's Parquet partitions: the worker writes them, the driver checks it sees them.
 
 Each partition is written under a temporary name and renamed into place, so a reader (or an
-interrupted ingest) never sees half a file.
+interrupted ingest) never sees half a file. On a Dask cluster the workers write into the
+warehouse directory as they see it, so the driver checks each partition before registering it.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, partition_file
+
+SHARED_HINT = " (the warehouse must be on a filesystem shared with the Dask workers)"
 
 
 def write_partition(
@@ -58,7 +64,27 @@ def write_all(
             if entry is not None:
                 written.append(entry)
     except BaseException:
-        for _, relative, _ in written:
-            (Path(warehouse_dir) / relative).unlink(missing_ok=True)
+        delete_partitions(warehouse_dir, written)
         raise
     return tuple(written)
+
+
+def delete_partitions(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]) -> None:
+    """Delete written partitions, given as (table, path relative to the warehouse, rows)."""
+    for _, relative, _ in files:
+        (Path(warehouse_dir) / relative).unlink(missing_ok=True)
+
+
+def partition_problem(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]) -> str | None:
+    """Why the driver cannot register a worker's partitions (missing, or other row counts), or None."""
+    for _, relative, n_rows in files:
+        partition = f"the worker's Parquet partition {relative}"
+        try:
+            seen = pq.read_metadata(Path(warehouse_dir) / relative).num_rows  # the footer only
+        except FileNotFoundError:
+            return f"{partition} is not visible from the driver{SHARED_HINT}"
+        except (OSError, pa.ArrowException) as exc:
+            return f"{partition} is unreadable on the driver: {' '.join(str(exc).split())}{SHARED_HINT}"
+        if seen != n_rows:
+            return f"{partition} has {seen} rows seen from the driver, the worker wrote {n_rows}{SHARED_HINT}"
+    return None
