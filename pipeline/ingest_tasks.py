@@ -1,6 +1,8 @@
 """Worker side of ingest: one task per source file hashes, parses and writes its Parquet partitions.
 
-Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers.
+Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers. A bad
+input becomes a failed outcome; a bug of tracehouse itself raises `IngestBugError`, which stops
+the whole ingest instead of blaming the file.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +18,29 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.discovery_jobs import PowerJob, TraceJob
-from tracehouse.pipeline.errors import InputFileError, RankConflictError
-from tracehouse.pipeline.ingest_parquet import write_all
+from tracehouse.pipeline.errors import InputFileError, RankConflictError, TracehouseError
+from tracehouse.pipeline.ingest_parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.trace_types import TraceMeta
 from tracehouse.pipeline.warehouse import TRACE_TABLES
 
 HASH_CHUNK = 1 << 20
+
+# Exceptions that mean tracehouse's own code is broken, whatever the input: they stop the ingest.
+PROGRAMMING_ERRORS = (ImportError, SyntaxError, AssertionError, NameError, AttributeError, TypeError)
+
+
+class IngestBugError(TracehouseError):
+    """A bug in tracehouse (not in the file) while ingesting one file; the whole ingest stops."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(path, detail)  # both in args, so the error pickles back from a Dask worker
+        self.path, self.detail = path, detail
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}: tracehouse bug while ingesting this file (the file is not blamed; "
+            f"nothing of it was registered): {self.detail}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,12 +146,17 @@ def _load(
             return FileOutcome(kind=kind, path=str(path), status="skipped", content_hash=content_hash)
         parsed = parse(size, content_hash)
         files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+        try:
+            row = parsed.row()
+        except BaseException:
+            delete_partitions(Path(warehouse_dir), files)
+            raise
         return FileOutcome(
             kind=kind,
             path=str(path),
             status="loaded",
             content_hash=content_hash,
-            row=parsed.row(),
+            row=row,
             files=files,
             n_rows=parsed.n_rows,
         )
@@ -141,16 +166,25 @@ def _load(
 
 
 def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutcome:
-    """Run one file's work; any failure becomes a failed outcome with a one-line reason."""
+    """Run one file's work; a bad input becomes a failed outcome, a tracehouse bug an IngestBugError."""
     try:
         return work()
     except (InputFileError, RankConflictError) as exc:
         reason = exc.reason if isinstance(exc, InputFileError) else str(exc)
     except OSError as exc:
         reason = f"cannot read: {exc.strerror or exc}"
-    except Exception as exc:  # one broken file must not stop the others; the reason names the cause
+    except PROGRAMMING_ERRORS as exc:
+        raise IngestBugError(str(path), bug_detail(exc)) from None
+    except Exception as exc:  # one odd file must not stop the others; the reason names the cause
         reason = f"unexpected {type(exc).__name__}: {exc}"
     return FileOutcome(kind=kind, path=str(path), status="failed", reason=" ".join(reason.split()))
+
+
+def bug_detail(exc: BaseException) -> str:
+    """One line naming an exception and the innermost place it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return " ".join(f"{type(exc).__name__}: {exc}{where}".split())
 
 
 def _span(frame: pl.DataFrame) -> tuple[int | None, int | None]:
