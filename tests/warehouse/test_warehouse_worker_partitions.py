@@ -1,0 +1,78 @@
+"""The driver registers a worker's Parquet only when it sees it whole (e.g. a warehouse not shared)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import tracehouse.pipeline.ingest as ingest_module
+from tracehouse.pipeline.cli import main
+from tracehouse.pipeline.ingest import hash_file, ingest
+from wh_helpers import count, write_trace
+
+SHARED = "(the warehouse must be on a filesystem shared with the Dask workers)"
+
+
+def worker_disk(monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = None) -> None:
+    """Trace tasks behave as on a worker with its own disk: the driver does not see what they write.
+
+    keep_events_rows: instead, the driver sees an events partition holding only this many rows.
+    """
+    real = ingest_module.load_trace
+
+    def load_trace(job, warehouse_dir, registered):
+        outcome = real(job, warehouse_dir, registered)
+        for table, relative, _ in outcome.files:
+            source = Path(warehouse_dir) / relative
+            if keep_events_rows is None:
+                (elsewhere / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(source, elsewhere / relative)
+            elif table == "events":
+                pl.read_parquet(source, hive_partitioning=False).head(keep_events_rows).write_parquet(source)
+        return outcome
+
+    monkeypatch.setattr(ingest_module, "load_trace", load_trace)
+
+
+def partitions(wh: Path) -> list[Path]:
+    return [p for p in (wh / "parquet").rglob("*.parquet") if p.name != "_empty.parquet"]
+
+
+def test_partitions_the_driver_cannot_see_fail_the_file_and_the_next_ingest_loads_it(
+    tmp_path, capsys, monkeypatch
+):
+    trace = write_trace(tmp_path / "run" / "r0.json", rank=0)
+    wh = tmp_path / "wh"
+    worker_disk(monkeypatch, tmp_path / "worker-disk")
+    assert main(["ingest", str(trace), "--warehouse", str(wh)]) == 1
+    content_hash = hash_file(trace)[1]
+    events = f"parquet/events/study=default/run_id=run/rank=0/{content_hash}.parquet"
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert errors == [
+        f"tracehouse ingest: error: {trace}: the worker's Parquet partition {events} "
+        f"is not visible from the driver {SHARED}"
+    ]
+    assert count(wh, "traces") == 0 and count(wh, "parquet_files") == 0 and partitions(wh) == []
+    assert count(wh, f"ingest_errors WHERE content_hash = '{content_hash}'") == 1
+
+    monkeypatch.undo()  # the warehouse is now shared: the file is not skipped, it loads
+    summary = ingest([trace], wh)
+    assert (summary.loaded, summary.skipped, summary.failed) == (1, 0, [])
+    assert count(wh, "events") == 7 and count(wh, "ingest_errors") == 0
+
+
+def test_a_partition_with_other_rows_than_the_worker_wrote_fails_the_file(tmp_path, monkeypatch):
+    trace = write_trace(tmp_path / "run" / "r0.json", rank=0)
+    other = write_trace(tmp_path / "run" / "r1.json", rank=1, n_kernels=4)
+    worker_disk(monkeypatch, tmp_path / "worker-disk", keep_events_rows=2)
+    summary = ingest([tmp_path / "run"], tmp_path / "wh")
+    assert summary.loaded == 0
+    events = f"parquet/events/study=default/run_id=run/rank=0/{hash_file(trace)[1]}.parquet"
+    assert sorted(summary.failed)[0] == (
+        str(trace),
+        f"the worker's Parquet partition {events} has 2 rows seen from the driver, "
+        f"the worker wrote 7 {SHARED}",
+    )
+    assert [path for path, _ in sorted(summary.failed)] == [str(trace), str(other)]
+    assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
