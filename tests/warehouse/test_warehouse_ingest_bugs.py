@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import tracehouse.pipeline.ingest_tasks as ingest_tasks
 import tracehouse.pipeline.parsers.kineto as kineto
 from tracehouse.pipeline.cli import main
 from tracehouse.pipeline.ingest import ingest
+from tracehouse.pipeline.ingest_tasks import IngestBugError
 from wh_helpers import count, write_trace
 
 
@@ -90,3 +92,11 @@ def test_a_data_error_still_fails_only_its_file(tmp_path, capsys):
     (tmp_path / "run" / "b.json").write_text('{"traceEvents": [')
     assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")]) == 1
     assert count(tmp_path / "wh", "traces") == 1 and count(tmp_path / "wh", "ingest_errors") == 1
+
+
+def test_the_bug_error_crosses_from_a_dask_worker_whole():
+    error = pickle.loads(pickle.dumps(IngestBugError("/d/a.json", "TypeError: boom (at kineto.py:63)")))
+    assert str(error) == (
+        "/d/a.json: tracehouse bug while ingesting this file (the file is not blamed; "
+        "nothing of it was registered): TypeError: boom (at kineto.py:63)"
+    )
