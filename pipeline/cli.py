@@ -3,7 +3,8 @@
 Each subcommand lives in its own small module exposing `register(subparsers)`, which adds
 the parser and sets `handler(args) -> int`. Library errors (`TracehouseError`) become one
 line on stderr and exit status 2; any other exception is a bug, reported as one line and exit
-status 70 (EX_SOFTWARE), with the traceback only when TRACEHOUSE_DEBUG=1.
+status 70 (EX_SOFTWARE), with the traceback only when TRACEHOUSE_DEBUG=1. A bug met while
+ingesting a file on a worker (IngestBugError) is reported the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import os
 import sys
 
-from tracehouse.pipeline.errors import TracehouseError
+from tracehouse.pipeline.errors import IngestBugError, TracehouseError
 
 # Modules whose `register` adds one or more subcommands, in the order help lists them.
 COMMAND_MODULES = (
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except IngestBugError as exc:  # a bug met on a worker: one line already, and a bug's status
+        print(f"tracehouse {args.command}: internal error: {exc}", file=sys.stderr)
+        return INTERNAL_ERROR
     except TracehouseError as exc:
         print(f"tracehouse {args.command}: error: {exc}", file=sys.stderr)
         return 2

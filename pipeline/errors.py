@@ -36,3 +36,21 @@ class RankConflictError(TracehouseError):
 
 class WarehouseError(TracehouseError):
     """The warehouse cannot be opened, or a query was refused."""
+
+
+class SchedulerError(TracehouseError):
+    """The Dask scheduler address given is malformed, or nothing answers there."""
+
+
+class IngestBugError(TracehouseError):
+    """A bug in tracehouse (not in the file) while ingesting one file; the whole ingest stops."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(path, detail)  # both in args, so the error pickles back from a Dask worker
+        self.path, self.detail = path, detail
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}: tracehouse bug while ingesting this file (the file is not blamed; "
+            f"nothing of it was registered): {self.detail}"
+        )

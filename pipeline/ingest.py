@@ -25,7 +25,7 @@ import dask
 from dask.local import get_sync
 from tracehouse.pipeline.discovery import discover
 from tracehouse.pipeline.discovery_jobs import Discovery
-from tracehouse.pipeline.errors import TracehouseError
+from tracehouse.pipeline.errors import SchedulerError, TracehouseError
 from tracehouse.pipeline.ingest_catalog import clean_orphans, ingest_lock, register_run, registered_hashes
 from tracehouse.pipeline.ingest_register import Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest_tasks import FileOutcome, hash_file, load_power, load_trace
@@ -87,10 +87,6 @@ class IngestSummary:
 
 
 Task = tuple[Callable[..., FileOutcome], Any]
-
-
-class SchedulerError(TracehouseError):
-    """The Dask scheduler address given is malformed, or nothing answers there."""
 
 
 def check_scheduler_address(address: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.discovery_jobs import PowerJob, TraceJob
-from tracehouse.pipeline.errors import InputFileError, RankConflictError, TracehouseError
+from tracehouse.pipeline.errors import IngestBugError, InputFileError, RankConflictError
 from tracehouse.pipeline.ingest_parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.trace_types import TraceMeta
 from tracehouse.pipeline.warehouse import TRACE_TABLES
@@ -27,20 +27,6 @@ HASH_CHUNK = 1 << 20
 
 # Exceptions that mean tracehouse's own code is broken, whatever the input: they stop the ingest.
 PROGRAMMING_ERRORS = (ImportError, SyntaxError, AssertionError, NameError, AttributeError, TypeError)
-
-
-class IngestBugError(TracehouseError):
-    """A bug in tracehouse (not in the file) while ingesting one file; the whole ingest stops."""
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(path, detail)  # both in args, so the error pickles back from a Dask worker
-        self.path, self.detail = path, detail
-
-    def __str__(self) -> str:
-        return (
-            f"{self.path}: tracehouse bug while ingesting this file (the file is not blamed; "
-            f"nothing of it was registered): {self.detail}"
-        )
 
 
 @dataclass(frozen=True, kw_only=True)

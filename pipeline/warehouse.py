@@ -11,6 +11,7 @@ Layout (every key column is also stored inside each Parquet file):
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,6 +22,8 @@ from tracehouse.pipeline.errors import WarehouseError
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 DB_NAME = "tracehouse.duckdb"
+# An ingest holds the file for writing only in short catalog phases; a reader waits them out.
+READ_WAIT_S = 3.0
 # The name a query-only in-memory database gives the attached warehouse (see `open_in_memory`):
 # the one DuckDB gives the file when it opens it directly, so qualified names work either way.
 ATTACHED = Path(DB_NAME).stem
@@ -93,11 +96,23 @@ def connect(warehouse_dir: Path, *, read_only: bool = False) -> duckdb.DuckDBPyC
             f"{warehouse_dir}: no warehouse here (no {DB_NAME}); create one with tracehouse ingest"
         )
     try:
-        connection = duckdb.connect(str(path), read_only=read_only)
+        connection = _open_duckdb(path, read_only=read_only)
     except duckdb.Error as exc:
         raise open_error(warehouse_dir, exc, read_only=read_only) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
     return connection
+
+
+def _open_duckdb(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """The DuckDB file opened; a reader waits up to READ_WAIT_S while a writer holds it."""
+    deadline = time.monotonic() + (READ_WAIT_S if read_only else 0.0)
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not is_locked(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> WarehouseError:
@@ -106,8 +121,8 @@ def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> Wa
         return WarehouseError(f"{db_path(warehouse_dir)}: cannot open: {_one_line(exc)}")
     if read_only:
         return WarehouseError(
-            f"{warehouse_dir}: busy: another tracehouse process (an ingest?) is writing it; "
-            "retry when it finishes"
+            f"{warehouse_dir}: busy: another tracehouse process (an ingest?) has been writing it for "
+            f"over {READ_WAIT_S:g} s; retry when it finishes"
         )
     return WarehouseError(
         f"{warehouse_dir}: busy: another process (a query or an ingest?) has it open; retry when it finishes"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import tracehouse.pipeline.ingest_tasks as ingest_tasks
 import tracehouse.pipeline.parsers.kineto as kineto
-from tracehouse.pipeline.cli import main
+from tracehouse.pipeline.cli import INTERNAL_ERROR, main
+from tracehouse.pipeline.errors import IngestBugError
 from tracehouse.pipeline.ingest import ingest
-from tracehouse.pipeline.ingest_tasks import IngestBugError
 from wh_helpers import count, write_trace
 
 
@@ -50,10 +50,11 @@ def test_a_bug_stops_the_ingest_with_one_line_and_blames_no_file(tmp_path, capsy
     write_trace(tmp_path / "run" / "c.json", rank=2, n_kernels=4)
     break_parser_for(monkeypatch, bug, exc)
     wh = tmp_path / "wh"
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == 2
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == INTERNAL_ERROR
     lines = error_lines(capsys.readouterr().err)
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"tracehouse ingest: error: {bug}: tracehouse bug while ingesting this file")
+    expected = f"tracehouse ingest: internal error: {bug}: tracehouse bug while ingesting this file"
+    assert lines[0].startswith(expected)
     assert f"{type(exc).__name__}: {exc}" in lines[0]
     assert count(wh, "ingest_errors") == 0
     # Nothing half-registered: a, whose rank could still be claimed by b or c, was rolled back.
@@ -72,7 +73,7 @@ def test_a_bug_after_the_writes_leaves_no_parquet(tmp_path, capsys, monkeypatch)
 
     monkeypatch.setattr(ingest_tasks, "_trace_row", broken_row)
     wh = tmp_path / "wh"
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == 2
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == INTERNAL_ERROR
     assert "AttributeError: 'TraceMeta' object has no attribute 'hosts'" in capsys.readouterr().err
     assert data_partitions(wh) == [] and count(wh, "ingest_errors") == 0
 
@@ -82,7 +83,7 @@ def test_files_settled_before_a_bug_stay_loaded(tmp_path, capsys, monkeypatch):
     bug = write_trace(tmp_path / "two" / "r0.json", rank=0, n_kernels=2)
     break_parser_for(monkeypatch, bug, TypeError("boom"))
     wh = tmp_path / "wh"
-    assert main(["ingest", str(good.parent), str(bug.parent), "--warehouse", str(wh)]) == 2
+    assert main(["ingest", str(good.parent), str(bug.parent), "--warehouse", str(wh)]) == INTERNAL_ERROR
     assert "TypeError: boom" in capsys.readouterr().err
     assert count(wh, "traces") == 1 and count(wh, f"traces WHERE path = '{good}'") == 1
 

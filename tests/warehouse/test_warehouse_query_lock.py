@@ -14,8 +14,8 @@ from wh_helpers import write_trace
 
 GPU_EVENTS = "SELECT name, class FROM gpu_events ORDER BY name"
 BUSY = (
-    "tracehouse {command}: error: {wh}: busy: another tracehouse process (an ingest?) is writing it; "
-    "retry when it finishes\n"
+    "tracehouse {command}: error: {wh}: busy: another tracehouse process (an ingest?) has been writing it "
+    "for over 3 s; retry when it finishes\n"
 )
 # Two ways the warehouse notices that its views and tables are out of date.
 STALE = {

@@ -39,7 +39,11 @@ RELATIONS = {
     "traces": (None, "one row per ingested rank trace (content hash)"),
     "power_files": (None, "one row per ingested power log (content hash)"),
     "run_manifests": (None, "one row per run (study, run_id)"),
-    "ingest_errors": (None, "one row per failed file, hash and reason (latest attempt)"),
+    "ingest_errors": (
+        None,
+        "one row per path whose latest attempt failed: its hash when readable, a one-line reason; "
+        "a path that later loads, or is skipped as already present, is removed",
+    ),
     "parquet_files": (None, "one row per registered Parquet partition file"),
     "warehouse_meta": (None, "one row per fact about the warehouse itself"),
     "comm_kernel_patterns": (None, "one row per user-added communication kernel pattern; empty by default"),
@@ -96,6 +100,7 @@ DIR/tracehouse.duckdb                                    catalog, small tables, 
 DIR/parquet/<table>/_empty.parquet                       schema only (see below)
 DIR/parquet/<table>/study=S/run_id=R/rank=N/<hash>.parquet   one file per rank trace and table
 DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet    one file per power log
+DIR/.ingest.lock                                         held by a running ingest (one at a time)
 ```
 
 * Parquet is the source of truth. Every Parquet row carries `study`, `run_id`, `rank` (not for
@@ -106,9 +111,12 @@ DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet    one file per power 
   DuckDB fails on a glob that matches no file, so each table folder holds `_empty.parquet`, a
   zero-row file with the full schema, written when the warehouse is created.
 * A file's Parquet is written to a temporary name and renamed into place by the worker; the
-  driver then registers its partitions (`parquet_files`) and its `traces` / `power_files` row in
-  one transaction. The views show only rows whose `content_hash` is registered, so an interrupted
-  ingest leaves nothing visible; the next ingest deletes unregistered and temporary files.
+  driver checks it sees them (a worker's disk that the driver does not share fails the file),
+  then registers its partitions (`parquet_files`) and its `traces` / `power_files` row in one
+  transaction. The driver holds the DuckDB file for writing only in these short catalog
+  phases, so queries answer while an ingest runs. The views show only rows whose
+  `content_hash` is registered, so an interrupted ingest leaves nothing visible; the next
+  ingest deletes unregistered and temporary files.
 * A file whose content hash is registered is skipped: ingesting twice changes no rows.
 * Without a `manifest.json`, a directory's traces form run `--run` (default: the directory
   name) of study `--study` (default: `default`); a manifest's study and run_id win.
