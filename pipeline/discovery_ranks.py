@@ -20,6 +20,8 @@ def parse_rank_options(values: Iterable[str]) -> dict[str, int]:
         name, sep, number = value.rpartition("=")
         if not sep or not name or not number.strip().isdigit():
             raise ValueError(f"--rank {value!r}: expected FILE=N with N a non-negative integer")
+        if ranks.get(name, int(number)) != int(number):
+            raise ValueError(f"--rank {name!r} given twice, as {ranks[name]} and {int(number)}")
         ranks[name] = int(number)
     return ranks
 

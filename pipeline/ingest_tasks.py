@@ -67,10 +67,9 @@ def hash_file(path: Path) -> tuple[int, str]:
 def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
     """The file's rank and where it came from; never a guess."""
     if job.rank is not None:
-        if job.rank_source == "manifest" and meta.rank is not None and meta.rank != job.rank:
-            raise RankConflictError(
-                f"manifest.json says rank {job.rank} but distributedInfo.rank is {meta.rank}"
-            )
+        said_by = "manifest.json" if job.rank_source == "manifest" else "--rank"
+        if meta.rank is not None and meta.rank != job.rank:
+            raise RankConflictError(f"{said_by} says rank {job.rank} but distributedInfo.rank is {meta.rank}")
         return job.rank, job.rank_source or "option"
     if meta.rank is not None:
         return meta.rank, "distributedInfo"

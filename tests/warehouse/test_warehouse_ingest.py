@@ -168,6 +168,22 @@ def test_manifest_rank_contradicting_distributed_info_fails(tmp_path):
     ]
 
 
+def test_rank_option_contradicting_distributed_info_fails(tmp_path):
+    write_trace(tmp_path / "r" / "t.json", rank=1)
+    summary = ingest([tmp_path / "r"], tmp_path / "wh", ranks={"t.json": 0})
+    assert summary.failed == [
+        (str(tmp_path / "r" / "t.json"), "--rank says rank 0 but distributedInfo.rank is 1")
+    ]
+
+
+def test_one_file_given_two_ranks_is_refused(tmp_path, capsys):
+    write_trace(tmp_path / "r" / "t.json", rank=None)
+    args = ["ingest", str(tmp_path / "r"), "--warehouse", str(tmp_path / "wh"), "--rank", "t.json=0"]
+    assert main([*args, "--rank", "t.json=1"]) == 2
+    assert "--rank 't.json' given twice, as 0 and 1" in capsys.readouterr().err
+    assert not (tmp_path / "wh").exists()
+
+
 def test_orphans_are_invisible_then_cleaned(tmp_path):
     two_ranks(tmp_path / "run_a")
     ingest([tmp_path / "run_a"], tmp_path / "wh")
