@@ -7,6 +7,7 @@ traces elsewhere can write a small one by hand: only `study` and `run_id` are re
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import re
@@ -109,16 +110,19 @@ class RunManifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunManifest:
-        """Build from parsed JSON, ignoring keys this version does not know; ValueError names a bad field."""
+        """Build from parsed JSON; ValueError names a bad field.
+
+        A key this version does not know is an error (a misspelt field would silently become
+        NULL), except in a manifest of a newer `manifest_version`, whose new keys are ignored.
+        """
         for name in REQUIRED:
             if name not in data:
                 raise ValueError(f"{name} is required")
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        newer = _is_newer(data.get("manifest_version", MANIFEST_VERSION))
+        values = _known_fields(cls, data, "", strict=not newer)
         power = values.get("power")
         if isinstance(power, dict):
-            pknown = {f.name for f in dataclasses.fields(PowerCapture)}
-            values["power"] = PowerCapture(**{k: v for k, v in power.items() if k in pknown})
+            values["power"] = PowerCapture(**_known_fields(PowerCapture, power, "power.", strict=not newer))
         return cls(**values)
 
     @classmethod
@@ -134,6 +138,26 @@ class RunManifest:
             return cls.from_dict(data)
         except (TypeError, ValueError) as exc:
             raise ManifestError(path, str(exc)) from exc
+
+
+def _is_newer(version: object) -> bool:
+    """True for a manifest_version above this tracehouse's (a wrong type is reported elsewhere)."""
+    return type(version) is int and version > MANIFEST_VERSION
+
+
+def _known_fields(kind: type, data: dict[str, Any], prefix: str, *, strict: bool) -> dict[str, Any]:
+    """The items of `data` that are fields of `kind`; with `strict`, ValueError naming another key."""
+    known = [f.name for f in dataclasses.fields(kind)]
+    unknown = sorted(k for k in data if k not in known)
+    if strict and unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = (
+            f"did you mean {prefix}{close[0]}?"
+            if close
+            else f"manifest_version {MANIFEST_VERSION} has no such field"
+        )
+        raise ValueError(f"unknown field {prefix}{unknown[0]} ({hint})")
+    return {k: v for k, v in data.items() if k in known}
 
 
 def _check_traces(traces: dict[str, str], world_size: int | None) -> None:

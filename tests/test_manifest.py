@@ -62,6 +62,9 @@ def test_round_trip(tmp_path):
         ({"power": "nvml"}, "power must be an object, got 'nvml'"),
         ({"power": {"files": "p.csv"}}, "power.files must be a list of strings, got 'p.csv'"),
         ({"status": "done"}, "status must be 'ok' or 'failed', got 'done'"),
+        ({"tokens_per_stp": 4096}, "unknown field tokens_per_stp (did you mean tokens_per_step?)"),
+        ({"power": {"filez": []}}, "unknown field power.filez (did you mean power.files?)"),
+        ({"colour": "blue"}, "unknown field colour (manifest_version 1 has no such field)"),
     ],
 )
 def test_a_bad_field_is_one_line_naming_the_file_and_the_field(tmp_path, fields, message):
@@ -79,6 +82,12 @@ def test_a_long_bad_value_is_shortened(tmp_path):
     with pytest.raises(ManifestError, match=r"model must be a string or null, got \['xxx") as caught:
         RunManifest.read(path)
     assert len(str(caught.value)) < len(str(path)) + 120 and "\n" not in str(caught.value)
+
+
+def test_a_newer_manifest_version_may_add_fields(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps({"study": "s", "run_id": "r", "manifest_version": 2, "colour": "blue"}))
+    assert RunManifest.read(path).run_id == "r"
 
 
 def test_the_collectors_manifest_of_every_sample_run_is_valid():
