@@ -222,6 +222,8 @@ def _load_all(
     registrar = Registrar(batch, warehouse)
     try:
         for group in run_tasks(tasks, str(warehouse), registered, client=client, total_bytes=total_bytes):
+            for outcome in group:
+                reporter.file_read(outcome.path)
             registrar.add(group)
         registrar.finish(create_views)
     except BaseException:

@@ -17,6 +17,9 @@ class Progress(Protocol):
     def start(self, total: int) -> None:
         """Announce how many files will be processed."""
 
+    def file_read(self, path: str) -> None:
+        """A task is back with one file (its outcome may wait until its run's rank claims settle)."""
+
     def file_done(self, path: str, status: str, detail: str) -> None:
         """One file finished: status is loaded, skipped or failed; detail is one line."""
 
@@ -28,6 +31,9 @@ class Silent:
     """Reports nothing (library use)."""
 
     def start(self, total: int) -> None:
+        """Nothing."""
+
+    def file_read(self, path: str) -> None:
         """Nothing."""
 
     def file_done(self, path: str, status: str, detail: str) -> None:
@@ -47,6 +53,9 @@ class LineProgress:
         """Say how many files there are."""
         self.total = total
         print(f"{self.prefix}: {total} file(s) to ingest", file=self.stream, flush=True)
+
+    def file_read(self, path: str) -> None:
+        """Nothing: a log gets one line per outcome."""
 
     def file_done(self, path: str, status: str, detail: str) -> None:
         """Print the file's outcome."""
@@ -69,14 +78,21 @@ class BarProgress:
 
     def __init__(self, stream: TextIO, prefix: str = "tracehouse ingest") -> None:
         self.stream, self.prefix, self.total, self.done = stream, prefix, 0, 0
+        self.waiting: set[str] = set()  # read, outcome not yet reported
 
     def start(self, total: int) -> None:
         """Draw the empty bar."""
         self.total = total
         self._draw("")
 
+    def file_read(self, path: str) -> None:
+        """Advance the bar by one file: the bar follows the work, not the rank claims."""
+        self.waiting.add(path)
+        self._draw(path.rsplit("/", 1)[-1])
+
     def file_done(self, path: str, status: str, detail: str) -> None:
-        """Advance the bar by one file."""
+        """Count the file done (the bar moves unless it already moved when the file was read)."""
+        self.waiting.discard(path)
         self.done += 1
         if status == "failed":
             self.stream.write("\r\x1b[2K")
@@ -89,9 +105,10 @@ class BarProgress:
         self.stream.flush()
 
     def _draw(self, name: str) -> None:
-        filled = BAR_WIDTH * self.done // max(self.total, 1)
+        count = self.done + len(self.waiting)
+        filled = BAR_WIDTH * count // max(self.total, 1)
         bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        self.stream.write(f"\r\x1b[2K{self.prefix} [{bar}] {self.done}/{self.total} {name[:40]}")
+        self.stream.write(f"\r\x1b[2K{self.prefix} [{bar}] {count}/{self.total} {name[:40]}")
         self.stream.flush()
 
 

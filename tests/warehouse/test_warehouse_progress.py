@@ -39,6 +39,20 @@ def test_bar_redraws_and_prints_errors_on_their_own_line():
     assert text.endswith("[" + "#" * 30 + "] 2/2 b.json\n")
 
 
+def test_bar_moves_when_a_file_is_read_and_once_per_file():
+    out = Tty()
+    p = BarProgress(out)
+    p.start(2)
+    p.file_read("/d/a.json")  # read; its outcome waits for its run's rank claims
+    assert out.getvalue().endswith("[" + "#" * 15 + "-" * 15 + "] 1/2 a.json")
+    p.file_read("/d/b.json")
+    p.file_done("/d/a.json", "loaded", "7 events")
+    p.file_done("/d/b.json", "loaded", "7 events")
+    p.finish()
+    assert out.getvalue().endswith("[" + "#" * 30 + "] 2/2 b.json\n")
+    assert "3/2" not in out.getvalue() and "4/2" not in out.getvalue()
+
+
 def test_auto_picks_by_terminal():
     assert isinstance(make_progress("auto", Tty()), BarProgress)
     assert isinstance(make_progress("auto", io.StringIO()), LineProgress)

@@ -18,10 +18,13 @@ class Recorder:
     """A progress reporter that keeps every call."""
 
     def __init__(self) -> None:
-        self.total, self.done, self.finished = 0, [], False
+        self.total, self.read, self.done, self.finished = 0, [], [], False
 
     def start(self, total: int) -> None:
         self.total = total
+
+    def file_read(self, path: str) -> None:
+        self.read.append(Path(path).name)
 
     def file_done(self, path: str, status: str, detail: str) -> None:
         self.done.append((Path(path).name, status))
@@ -105,6 +108,8 @@ def test_each_file_is_reported_once(tmp_path, monkeypatch):
     progress = Recorder()
     summary = ingest([tmp_path / "run"], tmp_path / "wh", progress=progress)
     assert progress.total == 5 and progress.finished
+    # Progress follows the work: each file is read as its task comes back, before claims settle.
+    assert progress.read == ["a.json", "d.json", "b.json", "copy_of_d.json", "c.json"]
     assert sorted(progress.done) == [
         ("a.json", "failed"),
         ("b.json", "failed"),
