@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 
-from tracehouse.pipeline.errors import IngestBugError, TracehouseError
+from tracehouse.pipeline.errors import IngestBugError, TracehouseError, one_line
 
 # Modules whose `register` adds one or more subcommands, in the order help lists them.
 COMMAND_MODULES = (
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def internal_error_line(exc: Exception) -> str:
     """The one line that reports an unexpected exception."""
-    message = " ".join(str(exc).split())
+    message = one_line(exc)
     return (
         f"tracehouse: internal error: {type(exc).__name__}: {message} "
         f"(rerun with {DEBUG_VARIABLE}=1 for the traceback)"

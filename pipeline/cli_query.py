@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 import duckdb
-from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.errors import WarehouseError, one_line
 from tracehouse.pipeline.warehouse import open_for_query
 
 # Statement types that only read; anything else (COPY ... TO, INSERT, SET, ATTACH, ...) is refused.
@@ -44,7 +44,7 @@ def check_read_only(sql: str) -> None:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise WarehouseError(f"cannot parse the query: {' '.join(str(exc).split())}") from exc
+        raise WarehouseError(f"cannot parse the query: {one_line(exc)}") from exc
     if not statements:
         raise WarehouseError("the query is empty")
     for statement in statements:
@@ -62,7 +62,7 @@ def query(warehouse: str, sql: str) -> tuple[list[str], list[tuple]]:
             columns = [d[0] for d in result.description or []]
             return columns, result.fetchall()
         except duckdb.Error as exc:
-            raise WarehouseError(" ".join(str(exc).split())) from exc
+            raise WarehouseError(one_line(exc)) from exc
 
 
 def _plain(value: Any) -> Any:

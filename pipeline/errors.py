@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def one_line(value: object) -> str:
+    """Any text (an exception's message, a reason) as one line: runs of whitespace become one space."""
+    return " ".join(str(value).split())
+
+
 class TracehouseError(Exception):
     """Base of every error tracehouse reports to a user (the CLI prints it as one line)."""
 
@@ -14,7 +19,7 @@ class InputFileError(TracehouseError):
 
     def __init__(self, path: str | Path, reason: str) -> None:
         self.path = str(path)
-        self.reason = " ".join(str(reason).split())  # always one line
+        self.reason = one_line(reason)
         super().__init__(f"{self.path}: {self.reason}")
 
 

@@ -25,7 +25,7 @@ import dask
 from dask.local import get_sync
 from tracehouse.pipeline.discovery import discover
 from tracehouse.pipeline.discovery_jobs import Discovery
-from tracehouse.pipeline.errors import SchedulerError, TracehouseError
+from tracehouse.pipeline.errors import SchedulerError, TracehouseError, one_line
 from tracehouse.pipeline.ingest_catalog import clean_orphans, ingest_lock, register_run, registered_hashes
 from tracehouse.pipeline.ingest_register import Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest_tasks import FileOutcome, hash_file, load_power, load_trace
@@ -109,7 +109,7 @@ def scheduler_client(address: str | None) -> Iterator[Any]:
     try:
         client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
     except Exception as exc:  # refused, unknown host, timed out, not a scheduler: all one line
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = one_line(exc) or type(exc).__name__
         raise SchedulerError(f"cannot reach the Dask scheduler at {address}: {reason}") from exc
     with client:
         yield client

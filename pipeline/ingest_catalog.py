@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.errors import WarehouseError
-from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect
+from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked
 
 LOCK_NAME = ".ingest.lock"
-RETRY_S = 0.1  # between attempts to open a catalog that readers hold
 
 
 @contextmanager
@@ -40,16 +38,12 @@ def ingest_lock(warehouse_dir: Path) -> Iterator[None]:
 
 def open_catalog(warehouse_dir: Path, *, wait_s: float) -> duckdb.DuckDBPyConnection | None:
     """A read-write connection, retried for up to wait_s seconds while readers hold the file; else None."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return connect(warehouse_dir)
-        except WarehouseError as exc:
-            if not is_busy(exc):
-                raise
-            if time.monotonic() >= deadline:
-                return None
-        time.sleep(RETRY_S)
+    try:
+        return connect(warehouse_dir, wait_s=wait_s)
+    except WarehouseError as exc:
+        if is_locked(exc.__cause__):
+            return None
+        raise
 
 
 @contextmanager
@@ -63,13 +57,6 @@ def catalog_phase(warehouse_dir: Path, *, wait_s: float) -> Iterator[duckdb.Duck
         )
     with connection:
         yield connection
-
-
-def is_busy(exc: BaseException) -> bool:
-    """Whether opening the warehouse failed because another process holds its DuckDB file."""
-    cause = exc.__cause__ if isinstance(exc, WarehouseError) else exc
-    text = str(cause)
-    return isinstance(cause, duckdb.Error) and ("Could not set lock" in text or "Conflicting lock" in text)
 
 
 def registered_hashes(connection: duckdb.DuckDBPyConnection) -> frozenset[str]:

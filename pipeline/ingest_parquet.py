@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tracehouse.pipeline.errors import one_line
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, partition_file
 
 SHARED_HINT = " (the warehouse must be on a filesystem shared with the Dask workers)"
@@ -84,7 +85,7 @@ def partition_problem(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]
         except FileNotFoundError:
             return f"{partition} is not visible from the driver{SHARED_HINT}"
         except (OSError, pa.ArrowException) as exc:
-            return f"{partition} is unreadable on the driver: {' '.join(str(exc).split())}{SHARED_HINT}"
+            return f"{partition} is unreadable on the driver: {one_line(exc)}{SHARED_HINT}"
         if seen != n_rows:
             return f"{partition} has {seen} rows seen from the driver, the worker wrote {n_rows}{SHARED_HINT}"
     return None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracehouse.pipeline.discovery_jobs import RunSource, TraceJob
 from tracehouse.pipeline.discovery_ranks import rank_claim_reason
+from tracehouse.pipeline.errors import one_line
 from tracehouse.pipeline.ingest_catalog import (
     catalog_phase,
     clear_errors,
@@ -117,7 +118,7 @@ class Batch:
 
     def fail(self, path: str, content_hash: str | None, reason: str) -> None:
         """Record a failed file in the catalog, the summary and the progress report."""
-        reason = " ".join(reason.split())
+        reason = one_line(reason)
         record_error(self.connection, path, content_hash, reason)
         self.summary.failed.append((path, reason))
         self.progress.file_done(path, "failed", reason)

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.discovery_jobs import PowerJob, TraceJob
-from tracehouse.pipeline.errors import IngestBugError, InputFileError, RankConflictError
+from tracehouse.pipeline.errors import IngestBugError, InputFileError, RankConflictError, one_line
 from tracehouse.pipeline.ingest_parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.trace_types import TraceMeta
 from tracehouse.pipeline.warehouse import TRACE_TABLES
@@ -162,14 +162,14 @@ def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutc
         raise IngestBugError(str(path), bug_detail(exc)) from None
     except Exception as exc:  # one odd file must not stop the others; the reason names the cause
         reason = f"unexpected {type(exc).__name__}: {exc}"
-    return FileOutcome(kind=kind, path=str(path), status="failed", reason=" ".join(reason.split()))
+    return FileOutcome(kind=kind, path=str(path), status="failed", reason=one_line(reason))
 
 
 def bug_detail(exc: BaseException) -> str:
     """One line naming an exception and the innermost place it was raised."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    return " ".join(f"{type(exc).__name__}: {exc}{where}".split())
+    return one_line(f"{type(exc).__name__}: {exc}{where}")
 
 
 def _span(frame: pl.DataFrame) -> tuple[int | None, int | None]:

@@ -13,7 +13,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 import duckdb
-from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.errors import WarehouseError, one_line
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"
@@ -112,6 +112,6 @@ def create_relations(
         try:
             connection.execute(f.text)
         except duckdb.Error as exc:
-            message = " ".join(str(exc).split())
+            message = one_line(exc)
             raise WarehouseError(f"{f.label} failed: {message}") from exc
     return [f.name for f in ordered]

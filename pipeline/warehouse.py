@@ -18,12 +18,13 @@ from urllib.parse import quote
 import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
-from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.errors import WarehouseError, one_line
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 DB_NAME = "tracehouse.duckdb"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.
 READ_WAIT_S = 3.0
+LOCK_RETRY_S = 0.05  # between attempts to open a file another process holds
 # The name a query-only in-memory database gives the attached warehouse (see `open_in_memory`):
 # the one DuckDB gives the file when it opens it directly, so qualified names work either way.
 ATTACHED = Path(DB_NAME).stem
@@ -88,37 +89,44 @@ def write_empty_partitions(warehouse_dir: Path) -> None:
             tmp.replace(target)
 
 
-def connect(warehouse_dir: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open an existing warehouse's DuckDB file, resolving the views' relative paths against it."""
+def connect(
+    warehouse_dir: Path, *, read_only: bool = False, wait_s: float | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Open an existing warehouse's DuckDB file, resolving the views' relative paths against it.
+
+    While another process holds the file, the open is retried for up to `wait_s` seconds
+    (default: READ_WAIT_S for a reader, none for a writer), then fails with a one-line `busy`.
+    """
     path = db_path(warehouse_dir)
     if not path.is_file():
         raise WarehouseError(
             f"{warehouse_dir}: no warehouse here (no {DB_NAME}); create one with tracehouse ingest"
         )
     try:
-        connection = _open_duckdb(path, read_only=read_only)
+        wait_s = (READ_WAIT_S if read_only else 0.0) if wait_s is None else wait_s
+        connection = _open_duckdb(path, read_only=read_only, wait_s=wait_s)
     except duckdb.Error as exc:
         raise open_error(warehouse_dir, exc, read_only=read_only) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
     return connection
 
 
-def _open_duckdb(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """The DuckDB file opened; a reader waits up to READ_WAIT_S while a writer holds it."""
-    deadline = time.monotonic() + (READ_WAIT_S if read_only else 0.0)
+def _open_duckdb(path: Path, *, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    """The DuckDB file opened, retried for up to wait_s seconds while another process holds it."""
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not is_locked(exc) or time.monotonic() >= deadline:
                 raise
-            time.sleep(0.05)
+            time.sleep(LOCK_RETRY_S)
 
 
 def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> WarehouseError:
     """The one-line error for a DuckDB file that would not open: busy (locked by another process) or else."""
     if not is_locked(exc):
-        return WarehouseError(f"{db_path(warehouse_dir)}: cannot open: {_one_line(exc)}")
+        return WarehouseError(f"{db_path(warehouse_dir)}: cannot open: {one_line(exc)}")
     if read_only:
         return WarehouseError(
             f"{warehouse_dir}: busy: another tracehouse process (an ingest?) has been writing it for "
@@ -129,9 +137,11 @@ def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> Wa
     )
 
 
-def is_locked(exc: duckdb.Error) -> bool:
+def is_locked(exc: BaseException | None) -> bool:
     """Whether DuckDB failed because another process holds the file's lock."""
-    return "Could not set lock" in str(exc) or "Conflicting lock" in str(exc)
+    return isinstance(exc, duckdb.Error) and (
+        "Could not set lock" in str(exc) or "Conflicting lock" in str(exc)
+    )
 
 
 def create_warehouse(warehouse_dir: Path) -> Path:
@@ -144,9 +154,9 @@ def create_warehouse(warehouse_dir: Path) -> Path:
     except duckdb.IOException as exc:
         if is_locked(exc):
             raise open_error(warehouse_dir, exc, read_only=False) from exc
-        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {_one_line(exc)}") from exc
+        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {one_line(exc)}") from exc
     except OSError as exc:
-        reason = exc.strerror or _one_line(exc)
+        reason = exc.strerror or one_line(exc)
         raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {reason}") from exc
     with connect(warehouse_dir) as connection:
         create_raw_relations(connection)
@@ -158,10 +168,6 @@ def _create_files(warehouse_dir: Path) -> None:
     write_empty_partitions(warehouse_dir)
     if not db_path(warehouse_dir).exists():
         duckdb.connect(str(db_path(warehouse_dir))).close()
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) -> list[str]:

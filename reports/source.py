@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 import polars as pl
 from tracehouse.pipeline import warehouse
-from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.errors import WarehouseError, one_line
 
 REQUIRED_VIEWS = ("runs", "scale_points", "step_breakdown")
 # Read by several charts each; the order lets later views reuse the earlier snapshots.
@@ -60,7 +60,7 @@ def frame(con: duckdb.DuckDBPyConnection, query: str, *params: Any) -> pl.DataFr
     try:
         return con.sql(query, params=list(params) or None).pl()
     except duckdb.Error as exc:
-        raise WarehouseError(f"report query failed: {_one_line(exc)}") from exc
+        raise WarehouseError(f"report query failed: {one_line(exc)}") from exc
 
 
 def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -97,7 +97,3 @@ def pick_study(con: duckdb.DuckDBPyConnection, study: str | None) -> str:
         listed = ", ".join(repr(s) for s in known) or "none"
         raise WarehouseError(f"choose a study with --study; the warehouse has {len(known)}: {listed}")
     return known[0]
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
