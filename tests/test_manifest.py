@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from testdata import REPO
 from tracehouse.pipeline.errors import ManifestError
-from tracehouse.pipeline.manifest import RunManifest
+from tracehouse.pipeline.manifest import INT32_FIELDS, RunManifest
 
 MISSING = object()  # a field left out of the manifest
 
@@ -93,3 +95,9 @@ def test_a_newer_manifest_version_may_add_fields(tmp_path):
 def test_the_collectors_manifest_of_every_sample_run_is_valid():
     paths = sorted((Path(__file__).parents[1] / "sample_traces").rglob("manifest.json"))
     assert paths and all(RunManifest.read(p).status == "ok" for p in paths)
+
+
+def test_the_integer_fields_are_the_integer_columns_of_run_manifests():
+    sql = (REPO / "sql" / "raw" / "run_manifests.sql").read_text()
+    integer_columns = set(re.findall(r"^\s+(\w+) INTEGER\b", sql, flags=re.MULTILINE))
+    assert integer_columns == INT32_FIELDS

@@ -139,6 +139,17 @@ def test_kernel_bytes_follow_nccl_tests_convention(tmp_path: Path) -> None:
     ]
 
 
+def test_kernel_bytes_beyond_int64_are_null_not_wrapped(tmp_path: Path) -> None:
+    args = {"Collective name": "allreduce", "In msg nelems": 2**62, "Out msg nelems": 2**62, "dtype": "Float"}
+    events = [
+        runtime("cudaLaunchKernel", 10, 1, correlation=1),
+        kernel("ncclDevKernel_AllReduce", 15, 10, correlation=1, args=args),
+    ]
+    coll = parse_trace(write_trace(tmp_path / "k.json", events, base_time_ns=0)).collectives
+    # 2**62 elements x 4 bytes = 2**64: no Int64 holds it, and a wrapped value would look real
+    assert coll.select("op", "bytes", "dtype").rows() == [("all_reduce", None, "float32")]
+
+
 def test_kernel_without_args_uses_record_param_comms_around_its_launch(tmp_path: Path) -> None:
     rpc = {
         "Collective name": "allgather",
