@@ -57,12 +57,11 @@ _HTA = (
 import logging
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
-base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t, c = time.perf_counter(), time.process_time()
 TraceAnalysis(trace_dir=sys.argv[1])
 seconds, cpu = time.perf_counter() - t, time.process_time() - c
 rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": seconds, "cpu": cpu, "rss_mb": rss_mb, "base_mb": base_mb}))
+print(json.dumps({"seconds": seconds, "cpu": cpu, "rss_mb": rss_mb}))
 """
 )
 
