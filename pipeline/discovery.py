@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracehouse.pipeline.discovery_jobs import Discovery, PowerJob, RunSource, TraceJob
-from tracehouse.pipeline.discovery_ranks import RankOptions, drop_duplicate_ranks
+from tracehouse.pipeline.discovery_ranks import RankOptions
 from tracehouse.pipeline.errors import ManifestError
 from tracehouse.pipeline.manifest import MANIFEST_NAME, RunManifest
 
@@ -72,7 +72,6 @@ def discover(
     for folder in folders:
         _discover_folder(folder, study, run, options, found, seen_runs)
     found.errors.extend(options.unused())
-    drop_duplicate_ranks(found)
     return found
 
 

@@ -1,11 +1,9 @@
-"""Ranks stated before parsing: `--rank FILE=N` options and the rule that one rank has one file."""
+"""Ranks stated before parsing (`--rank FILE=N` options), and the one-line reason of a rank claimed twice."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-
-from tracehouse.pipeline.discovery_jobs import Discovery, TraceJob
 
 
 def rank_claim_reason(study: str, run_id: str, rank: int, others: str) -> str:
@@ -48,20 +46,3 @@ class RankOptions:
         return [
             (key, "--rank names no trace file being ingested") for key in self.ranks if key not in self.used
         ]
-
-
-def drop_duplicate_ranks(found: Discovery) -> None:
-    """Two files claiming one known rank of one run: both fail, each naming the other."""
-    claims: dict[tuple[str, str, int], list[TraceJob]] = {}
-    for job in found.traces:
-        if job.rank is not None:
-            claims.setdefault((job.study, job.run_id, job.rank), []).append(job)
-    bad: set[Path] = set()
-    for (study, run_id, rank), jobs in claims.items():
-        if len(jobs) < 2:
-            continue
-        for job in jobs:
-            others = ", ".join(str(o.path) for o in jobs if o is not job)
-            found.errors.append((str(job.path), rank_claim_reason(study, run_id, rank, others)))
-            bad.add(job.path)
-    found.traces = [job for job in found.traces if job.path not in bad]

@@ -1,4 +1,4 @@
-"""Ranks learned from the traces: every claimant of a shared rank fails, whatever the completion order."""
+"""Rank claims: every claimant of a shared rank fails, whatever the completion order or rank source."""
 
 from __future__ import annotations
 
@@ -147,3 +147,17 @@ def test_a_claim_settles_when_its_run_is_done_not_before(tmp_path, monkeypatch):
     progress = Recorder()
     ingest([tmp_path / "one", tmp_path / "two"], tmp_path / "wh", progress=progress)
     assert progress.done == [("r0.json", "loaded"), ("s0.json", "loaded"), ("s1.json", "loaded")]
+
+
+def test_ranks_known_before_parsing_and_read_from_the_trace_clash_alike(tmp_path):
+    # a and b get rank 0 from --rank; c states rank 0 in its distributedInfo: all three fail
+    write_trace(tmp_path / "run" / "a.json", rank=None)
+    write_trace(tmp_path / "run" / "b.json", rank=None, n_kernels=2)
+    write_trace(tmp_path / "run" / "c.json", rank=0, n_kernels=3)
+    summary = ingest([tmp_path / "run"], tmp_path / "wh", ranks={"a.json": 0, "b.json": 0})
+    names = ["a.json", "b.json", "c.json"]
+    assert sorted(summary.failed) == [
+        (str(tmp_path / "run" / n), claim_reason([tmp_path / "run" / o for o in names if o != n]))
+        for n in names
+    ]
+    assert summary.loaded == 0 and count(tmp_path / "wh", "traces") == 0
