@@ -110,18 +110,6 @@ def _of(fn: Callable[[str], Any], value: str | None) -> Any:
     return None if value is None else fn(value)
 
 
-def _single_group(top: TopLevel) -> dict[str, Any]:
-    groups = top.pg_config
-    if len(groups) != 1:
-        return {"process_group": None, "pg_desc": None, "group_size": None}
-    g = groups[0]
-    return {
-        "process_group": None if g.get("pg_name") is None else str(g.get("pg_name")),
-        "pg_desc": g.get("pg_desc") if isinstance(g.get("pg_desc"), str) else None,
-        "group_size": g.get("pg_size") if type(g.get("pg_size")) is int else None,
-    }
-
-
 def _fields(event: Event, rpc: Event, ann: Event, single: dict[str, Any], own: bool) -> tuple[Any, ...]:
     """(op, process_group, pg_desc, seq, bytes, dtype, group_size) of one communication event.
 
@@ -171,7 +159,7 @@ def _rows(
     rpcs = _holding(places, _host(comm, _is_rpc))
     anns = _holding(places, _host(comm, _is_annotation)) if own else events
     source = "nccl_kernel" if own else "cpu_annotation"
-    single = _single_group(top)
+    single = top.single_group
     return [
         (*_fields(e, rpc, ann, single, own), e["ts_unix_ns"], e["dur_ns"], source, e["name"], e["tid"])
         for e, rpc, ann in zip(events, rpcs, anns, strict=True)

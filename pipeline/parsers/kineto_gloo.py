@@ -40,13 +40,12 @@ def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     spans = comm.filter(pl.col("name").str.starts_with("gloo:"))
     ops = comm.filter(pl.col("name").str.starts_with("c10d::"))
     spans = enclosing(spans, "ts_unix_ns", ops, ("numel", "input_type"), "op_")
-    single = top.pg_config[0].get("pg_size") if len(top.pg_config) == 1 else None
     dtype = per_value(spans.select(pl.coalesce("input_type", "op_input_type"))[:, 0], dtype_name, "dtype")
     spans = spans.with_columns(
         per_value(spans["name"], op_name, "key_op"),
         dtype,
         per_value(dtype, dtype_size, "dtype_bytes", pl.Int64),
-        pl.lit(single if type(single) is int else None, pl.Int64).alias("group_size"),
+        pl.lit(top.single_group["group_size"], pl.Int64).alias("group_size"),
     )
     payload = (
         pl.when(pl.col("key_op") == "barrier")
@@ -87,14 +86,12 @@ def _from_label(frame: pl.DataFrame, source: str) -> pl.DataFrame:
 
 
 def _unlabelled(spans: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
-    single = top.pg_config[0] if len(top.pg_config) == 1 else {}
-    pg = single.get("pg_name")
-    desc = single.get("pg_desc")
+    single = top.single_group
     factor = pl.when(pl.col("key_op") == "all_gather").then(pl.col("group_size")).otherwise(1)
     return spans.with_columns(
         pl.col("key_op").alias("op"),
-        pl.lit(None if pg is None else str(pg), pl.String).alias("process_group"),
-        pl.lit(desc if isinstance(desc, str) else None, pl.String).alias("pg_desc"),
+        pl.lit(single["process_group"], pl.String).alias("process_group"),
+        pl.lit(single["pg_desc"], pl.String).alias("pg_desc"),
         pl.lit(None, pl.Int64).alias("seq"),
         (pl.when(pl.col("key_bytes") >= 0).then(pl.col("key_bytes")) * factor).alias("bytes"),
         pl.lit("gloo").alias("source"),

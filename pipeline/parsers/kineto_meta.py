@@ -32,6 +32,18 @@ class TopLevel:
         config = (self.distributed_info or {}).get("pg_config")
         return [g for g in config if isinstance(g, dict)] if isinstance(config, list) else []
 
+    @property
+    def single_group(self) -> dict[str, Any]:
+        """process_group / pg_desc / group_size of the only pg_config group (all None unless exactly one)."""
+        if len(self.pg_config) != 1:
+            return {"process_group": None, "pg_desc": None, "group_size": None}
+        g = self.pg_config[0]
+        return {
+            "process_group": None if g.get("pg_name") is None else str(g.get("pg_name")),
+            "pg_desc": g.get("pg_desc") if isinstance(g.get("pg_desc"), str) else None,
+            "group_size": g.get("pg_size") if type(g.get("pg_size")) is int else None,
+        }
+
     def info_int(self, key: str) -> int | None:
         """An integer field of distributedInfo, or None."""
         value = (self.distributed_info or {}).get(key)
