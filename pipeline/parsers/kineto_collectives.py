@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from tracehouse.pipeline.parsers.comm_names import dtype_name, dtype_size, kernel_op, op_name
-from tracehouse.pipeline.parsers.kineto_events import RUNTIME_KIND
+from tracehouse.pipeline.parsers.kineto_events import RUNTIME_KIND, int64_or_none
 from tracehouse.pipeline.parsers.kineto_gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto_meta import TopLevel
 from tracehouse.pipeline.parsers.kineto_names import is_comm_kernel
@@ -46,7 +46,6 @@ from tracehouse.pipeline.schema import COLLECTIVES
 
 HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
 NO_LAUNCH = -(2**62)  # the place of a kernel with no runtime call: before everything
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # One event of the communication frame (`_comm`): EVENTS columns plus COMM_ARGS.
 Event = dict[str, Any]
@@ -140,7 +139,7 @@ def _fields(event: Event, rpc: Event, ann: Event, single: dict[str, Any], own: b
         # Only a collective's own sequence number: the ops' "Sequence number" arg is autograd's,
         # and a wrong seq would match instances confidently but wrongly (order matching is safe).
         pick("seq"),
-        nbytes if nbytes is not None and INT64_MIN <= nbytes <= INT64_MAX else None,
+        int64_or_none(nbytes),
         dtype,
         group_size,
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 import polars as pl
+from tracehouse.pipeline.parsers.kineto_events import int64_or_none
 
 _NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
 
@@ -84,10 +85,6 @@ def input_dtype(types: Any) -> str | None:
     return None
 
 
-def _int(v: Any) -> int | None:
-    return v if type(v) is int and -(2**63) <= v < 2**63 else None
-
-
 def _str(v: Any) -> str | None:
     if isinstance(v, str):
         return v
@@ -106,14 +103,14 @@ def comm_args_rows(idx: list[int], arg: Callable[[int, str], Any]) -> pl.DataFra
         {
             "_row": i,
             "collective_name": _str(arg(i, "collective_name")),
-            "in_nelems": _int(arg(i, "in_nelems")),
-            "out_nelems": _int(arg(i, "out_nelems")),
-            "group_size": _int(arg(i, "group_size")),
+            "in_nelems": int64_or_none(arg(i, "in_nelems")),
+            "out_nelems": int64_or_none(arg(i, "out_nelems")),
+            "group_size": int64_or_none(arg(i, "group_size")),
             "dtype": _str(arg(i, "dtype")),
             "pg_name": _str(arg(i, "pg_name")),
             "pg_desc": _str(arg(i, "pg_desc")),
-            "seq": _int(arg(i, "seq")),
-            "sequence_number": _int(arg(i, "sequence_number")),
+            "seq": int64_or_none(arg(i, "seq")),
+            "sequence_number": int64_or_none(arg(i, "sequence_number")),
             "numel": input_numel(_decode_raw(arg(i, "input_dims"))),
             "input_type": input_dtype(_decode_raw(arg(i, "input_type"))),
         }

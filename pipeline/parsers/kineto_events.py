@@ -35,13 +35,17 @@ class EventRows:
     decoder: str  # "scan", "typed" or "loose"
 
 
+def int64_or_none(value: Any) -> int | None:
+    """The value if it is an integer that fits an Int64 column, else None (text, float, > 64 bits)."""
+    return value if type(value) is int and INT64_MIN <= value <= INT64_MAX else None
+
+
 def _ints(values: list[Any]) -> pl.Series:
     """Int64 column; anything that is not an integer (text, float, > 64 bits) becomes NULL."""
     try:
         return pl.Series(values, dtype=pl.Int64)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        ints = [v if type(v) is int and INT64_MIN <= v <= INT64_MAX else None for v in values]
-        return pl.Series(ints, dtype=pl.Int64)
+        return pl.Series([int64_or_none(v) for v in values], dtype=pl.Int64)
 
 
 def _texts(values: list[Any]) -> pl.Series:

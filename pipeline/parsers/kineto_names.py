@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 import polars as pl
+from tracehouse.pipeline.parsers.kineto_events import INT64_MAX
 from tracehouse.pipeline.schema import KIND_BY_CATEGORY, OTHER_KIND
 
-INT64_MAX = 2**63 - 1
 _COMM_KERNEL = r"^(nccl|rccl|hccl)|ncclkernel|nccldevkernel"
 _COMM_KERNEL_ASCII = re.compile(_COMM_KERNEL)  # on the lowercased name: 6x faster than IGNORECASE
 _COMM_KERNEL_ANY = re.compile(_COMM_KERNEL, re.IGNORECASE)
