@@ -41,7 +41,7 @@ os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 _TRACEHOUSE = (
     _PRELUDE
     + """
-from tracehouse.pipeline.parsers.kineto import parse_trace
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t, c = time.perf_counter(), time.process_time()
 parsed = parse_trace(sys.argv[1])

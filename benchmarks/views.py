@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
-from tracehouse.pipeline.parsers.kineto import parse_trace
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "analysis"))
 import analysis_rawdb as rawdb  # test helper: raw tables, the sql/ files in dependency order

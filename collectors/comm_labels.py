@@ -3,7 +3,7 @@
 gloo traces carry no `record_param_comms`, so while `label_collectives()` is active each
 collective entry point of `torch.distributed` (used by DDP's comm hook, FSDP2, pipelining)
 and of `torch.distributed._functional_collectives` (used by DTensor / tensor parallel) runs
-inside a `record_function` span named by `tracehouse.pipeline.comm_label.format_label`.
+inside a `record_function` span named by `tracehouse.pipeline.common.comm_label.format_label`.
 Only the outermost call is labelled (deprecated aliases call their replacements). The span
 covers the call: issue only for async ops, issue and wait for blocking ones.
 """
@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed import distributed_c10d as c10d
-from tracehouse.pipeline.comm_label import format_label
+from tracehouse.pipeline.common.comm_label import format_label
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tracehouse.collectors.hardware import peak_flops
 from tracehouse.collectors.model_sizes import flops_per_token, get_model_config, param_count
 from tracehouse.collectors.spec import FACTS_NAME, RunSpec, trace_name
-from tracehouse.pipeline.manifest import PowerCapture, RunManifest
+from tracehouse.pipeline.common.hardware import peak_flops
+from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
 
 
 def cpu_name() -> str:

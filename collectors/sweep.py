@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tracehouse.collectors.spec import ProfilingConfig, RunSpec
-from tracehouse.pipeline.errors import InputFileError
-from tracehouse.pipeline.manifest import RunManifest
+from tracehouse.pipeline.common.errors import InputFileError
+from tracehouse.pipeline.common.manifest import RunManifest
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -13,7 +13,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 import duckdb
-from tracehouse.pipeline.errors import WarehouseError, one_line
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"

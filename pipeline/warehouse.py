@@ -18,7 +18,7 @@ from urllib.parse import quote
 import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
-from tracehouse.pipeline.errors import WarehouseError, one_line
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 DB_NAME = "tracehouse.duckdb"

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
-from tracehouse.pipeline.errors import WarehouseError
+from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.reports.headline import headline
 from tracehouse.reports.html import Page, render
 from tracehouse.reports.methodology import methodology

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import altair as alt
 import jinja2
-from tracehouse.reports.chart_kit import ALL_STRATEGIES
+from tracehouse.reports.charts.kit import ALL_STRATEGIES
 from tracehouse.reports.headline import Fact
 from tracehouse.reports.methodology import Methodology
 from tracehouse.reports.tables import Table

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import duckdb
-from tracehouse.collectors import hardware
+from tracehouse.pipeline.common import hardware
 from tracehouse.reports.tables import Table, present, query_table
 
 DEFINITIONS: tuple[tuple[str, str], ...] = (

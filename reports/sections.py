@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import duckdb
-from tracehouse.reports import (
-    charts_breakdown,
-    charts_collectives,
-    charts_kernels,
-    charts_power,
-    charts_ranks,
-    charts_scaling,
+from tracehouse.reports.charts import (
+    breakdown as charts_breakdown,
+)
+from tracehouse.reports.charts import (
+    collectives as charts_collectives,
+)
+from tracehouse.reports.charts import (
+    kernels as charts_kernels,
+)
+from tracehouse.reports.charts import (
+    power as charts_power,
+)
+from tracehouse.reports.charts import (
+    ranks as charts_ranks,
+)
+from tracehouse.reports.charts import (
+    scaling as charts_scaling,
 )
 from tracehouse.reports.html import Figure, Section
 

@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 import polars as pl
 from tracehouse.pipeline import warehouse
-from tracehouse.pipeline.errors import WarehouseError, one_line
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
 
 REQUIRED_VIEWS = ("runs", "scale_points", "step_breakdown")
 # Read by several charts each; the order lets later views reuse the earlier snapshots.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testdata import SHARED_DATA
+from support.testdata import SHARED_DATA
 
 
 @pytest.fixture

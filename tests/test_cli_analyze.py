@@ -6,8 +6,8 @@ import gzip
 import json
 from pathlib import Path
 
-from testdata import SAMPLE_TRACES
-from tracehouse.pipeline.cli import main
+from support.testdata import SAMPLE_TRACES
+from tracehouse.pipeline.cli.main import main
 
 RANK0 = SAMPLE_TRACES / "tiny-cpu-gloo" / "ddp-ws1" / "rank0.pt.trace.json.gz"
 

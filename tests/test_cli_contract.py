@@ -6,8 +6,8 @@ import argparse
 import subprocess
 import sys
 
-from testdata import REPO
-from tracehouse.pipeline.cli import build_parser
+from support.testdata import REPO
+from tracehouse.pipeline.cli.main import build_parser
 
 DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze"}
 # Commands whose README usage row lists every option they accept.
@@ -56,7 +56,7 @@ def test_analyze_accepts_every_option_of_ingest() -> None:
 def test_building_the_cli_imports_neither_torch_nor_altair() -> None:
     # `tracehouse query` must start fast, and pipeline/ must never depend on torch.
     code = (
-        "import sys; from tracehouse.pipeline.cli import build_parser; build_parser(); "
+        "import sys; from tracehouse.pipeline.cli.main import build_parser; build_parser(); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'altair', 'vl_convert'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -76,7 +76,7 @@ def test_pipeline_and_reports_never_import_torch() -> None:
 
 
 def test_a_library_error_is_one_line_and_exit_status_2(tmp_path, capsys) -> None:
-    from tracehouse.pipeline.cli import main
+    from tracehouse.pipeline.cli.main import main
 
     code = main(["query", "select 1", "--warehouse", str(tmp_path / "nowhere")])
     err = capsys.readouterr().err.strip()

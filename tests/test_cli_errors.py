@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testdata import SAMPLE_TRACES
-from tracehouse.pipeline import cli_query
-from tracehouse.pipeline.cli import main
+from support.testdata import SAMPLE_TRACES
+from tracehouse.pipeline.cli import query as cli_query
+from tracehouse.pipeline.cli.main import main
 
 RUN = str(SAMPLE_TRACES / "tiny-cpu-gloo" / "ddp-ws1")
 INTERNAL = (

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from testdata import REPO
-from tracehouse.pipeline.errors import ManifestError
-from tracehouse.pipeline.manifest import INT32_FIELDS, RunManifest
+from support.testdata import REPO
+from tracehouse.pipeline.common.errors import ManifestError
+from tracehouse.pipeline.common.manifest import INT32_FIELDS, RunManifest
 
 MISSING = object()  # a field left out of the manifest
 

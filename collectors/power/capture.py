@@ -13,7 +13,7 @@ from tracehouse.collectors.power.dcgmi import DcgmiSampler
 from tracehouse.collectors.power.errors import PowerSourceError
 from tracehouse.collectors.power.nvidia_smi import NvidiaSmiSampler
 from tracehouse.collectors.power.nvml import NvmlSampler
-from tracehouse.pipeline.manifest import PowerCapture
+from tracehouse.pipeline.common.manifest import PowerCapture
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracehouse.pipeline.errors import TracehouseError
+from tracehouse.pipeline.common.errors import TracehouseError
 
 # NVML error class name -> what the user can do about it.
 NVML_FIXES: dict[str, str] = {

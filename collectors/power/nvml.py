@@ -11,8 +11,8 @@ from typing import IO, Any
 
 from tracehouse.collectors.power.config import SamplerConfig
 from tracehouse.collectors.power.errors import PowerSourceError, from_nvml_error
-from tracehouse.pipeline.parsers.power_common import format_log_header
-from tracehouse.pipeline.parsers.power_nvml import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER
+from tracehouse.pipeline.parsers.power.common import format_log_header
+from tracehouse.pipeline.parsers.power.nvml import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from analysis_marts_fixture import study_db
-from analysis_rawdb import parsed_db, rows
-from testdata import shared_path
+from support.analysis_marts_fixture import study_db
+from support.analysis_rawdb import parsed_db, rows
+from support.testdata import shared_path
 from tracehouse.pipeline.view_docs import DOC_PATH, load_contracts, render
 
 CONTRACTS = load_contracts()
@@ -17,7 +17,7 @@ def warehouses() -> list:
     """The hand-made study, plus two real ranks of one NCCL job when ../shared/data is there."""
     out = [study_db()]
     try:
-        from tracehouse.pipeline.parsers.kineto import parse_trace
+        from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
         pair = [parse_trace(shared_path(f"traces/hta/pair_sampled_rank-{r}.json.gz")) for r in (0, 1)]
         out.append(

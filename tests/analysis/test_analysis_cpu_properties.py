@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from analysis_rawdb import create_views, ev, fill, rows, step
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.analysis_rawdb import create_views, ev, fill, rows, step
 
 HORIZON = 60  # µs, integer grid
 KINDS = [("cpu_op", "aten::mm"), ("cpu_op", "c10d::allreduce_"), ("user_annotation", "Forward 0")]

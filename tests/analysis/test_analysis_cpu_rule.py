@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis_rawdb import ev, raw_db, rows, step
+from support.analysis_rawdb import ev, raw_db, rows, step
 
 COLS = "window_us, compute_us, comm_us, exposed_comm_us, overlapped_comm_us, other_us, idle_us"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from analysis_rawdb import ev, kernel, raw_db, refresh, rows, step
+from support.analysis_rawdb import ev, kernel, raw_db, refresh, rows, step
 
 BREAKDOWN = (
     "window_us",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analysis_rawdb import parsed_db, rows
-from testdata import SHARED_DATA, shared_path
+from support.analysis_rawdb import parsed_db, rows
+from support.testdata import SHARED_DATA, shared_path
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
 
@@ -115,7 +115,7 @@ def as_hta_sees_it(cause: str):
 
 
 def ours(rel: str, hook=None) -> dict:
-    from tracehouse.pipeline.parsers.kineto import parse_trace
+    from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
     parsed = parse_trace(SHARED_DATA / "traces" / rel)
     con = parsed_db([(parsed, {"study": "x", "run_id": "x", "rank": 0})], events_hook=hook)

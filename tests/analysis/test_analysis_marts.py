@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from analysis_marts_fixture import study_db
-from analysis_rawdb import rows
+from support.analysis_marts_fixture import study_db
+from support.analysis_rawdb import rows
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_runs_from_traces_without_manifest(con):
 
 
 def test_energy_counts_only_the_runs_own_devices():
-    from analysis_rawdb import kernel, raw_db, step
+    from support.analysis_rawdb import kernel, raw_db, step
 
     events = [kernel("gemm", 0, 100, launch_us=0, device=0)]
     power = [  # the sampler logged both GPUs of the host; the run used GPU 0 only

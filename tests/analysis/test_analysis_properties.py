@@ -7,9 +7,9 @@ import itertools
 import duckdb
 import numpy as np
 import pytest
-from analysis_rawdb import create_views, ev, fill, kernel, rows, step
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.analysis_rawdb import create_views, ev, fill, kernel, rows, step
 
 NAMES = {"compute": "gemm", "comm": "ncclKernel_AllReduce", "memory": "Memcpy HtoD"}
 HORIZON = 200  # µs; intervals live on an integer-µs grid so the oracle can count unit cells

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from testdata import SAMPLE_TRACES
+from support.testdata import SAMPLE_TRACES
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ def con(tmp_path_factory):
     if not sample_runs():
         pytest.skip("sample_traces/ holds no run yet (the collectors helper is making them)")
     from tracehouse.pipeline import warehouse
-    from tracehouse.pipeline.ingest import ingest
+    from tracehouse.pipeline.ingest.driver import ingest
 
     wh = tmp_path_factory.mktemp("wh")
     summary = ingest(sample_runs(), wh)

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from tracehouse.collectors.comm_labels import label_collectives
-from tracehouse.pipeline.comm_label import parse_label
+from tracehouse.pipeline.common.comm_label import parse_label
 
 
 def free_port() -> int:

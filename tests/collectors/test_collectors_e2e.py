@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from tracehouse.collectors.spec import LOSS_NAME, trace_name
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.comm_label import parse_label
-from tracehouse.pipeline.manifest import RunManifest
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.common.comm_label import parse_label
+from tracehouse.pipeline.common.manifest import RunManifest
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +141,7 @@ def test_ddp_bucket_sizes_add_up_to_the_model(sweep_out: Path) -> None:
 
 
 def test_the_project_parser_attributes_every_gloo_span(sweep_out: Path) -> None:
-    parse_trace = pytest.importorskip("tracehouse.pipeline.parsers.kineto").parse_trace
+    parse_trace = pytest.importorskip("tracehouse.pipeline.parsers.kineto.parse").parse_trace
     for run_id in RUNS[1:]:
         parsed = parse_trace(sweep_out / run_id / trace_name(1))
         rows = parsed.collectives

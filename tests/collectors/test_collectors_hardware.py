@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from tracehouse.collectors.hardware import PEAK_FLOPS, peak_flops, table_rows
+from tracehouse.pipeline.common.hardware import PEAK_FLOPS, peak_flops, table_rows
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_table_covers_the_required_devices() -> None:
 
 def test_module_does_not_import_torch() -> None:
     code = (
-        "import sys, tracehouse.collectors.hardware, tracehouse.collectors.spec; "
+        "import sys, tracehouse.pipeline.common.hardware, tracehouse.collectors.spec; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -48,7 +48,7 @@ def test_module_does_not_import_torch() -> None:
 
 
 def test_nvl_parts_are_not_given_the_sxm_peak():
-    from tracehouse.collectors.hardware import peak_flops
+    from tracehouse.pipeline.common.hardware import peak_flops
 
     assert peak_flops("NVIDIA H100 NVL", "bf16") == 835.5e12
     assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == 989.4e12

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tracehouse.collectors.slurm import emit_slurm
 from tracehouse.collectors.sweep import SweepFileError, load_sweep
-from tracehouse.pipeline.cli import main
+from tracehouse.pipeline.cli.main import main
 
 HEAD = 'study = "s"\nmodel = "tiny"\nsteps = 6\nglobal_batch = 8\nseq_len = 64\n'
 SAMPLE_SWEEP = Path(__file__).resolve().parents[2] / "sample_traces" / "sweep.toml"

@@ -6,9 +6,9 @@ import gzip
 from pathlib import Path
 
 import pytest
-from tracebuilder import cpu_op, kernel, runtime, write_trace
-from tracehouse.pipeline.errors import TraceFormatError
-from tracehouse.pipeline.parsers.kineto import parse_trace
+from support.tracebuilder import cpu_op, kernel, runtime, write_trace
+from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
 
 def assert_error(path: Path, fragment: str) -> None:

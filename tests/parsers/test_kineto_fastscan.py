@@ -7,10 +7,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from testdata import SHARED_DATA, shared_path
-from tracebuilder import cpu_op, kernel, process_name, runtime, thread_name, write_trace
-from tracehouse.pipeline.parsers.kineto import parse_trace
-from tracehouse.pipeline.parsers.kineto_fastscan import available
+from support.testdata import SHARED_DATA, shared_path
+from support.tracebuilder import cpu_op, kernel, process_name, runtime, thread_name, write_trace
+from tracehouse.pipeline.parsers.kineto.fastscan import available
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
 pytestmark = pytest.mark.skipif(not available(), reason="the optional _kineto_scan extension is not built")
 
@@ -163,7 +163,7 @@ def test_metadata_and_pid_numbers_as_text(tmp_path: Path) -> None:
 
 
 def test_no_complete_events_and_truncated_json_keep_their_errors(tmp_path: Path) -> None:
-    from tracehouse.pipeline.errors import TraceFormatError
+    from tracehouse.pipeline.common.errors import TraceFormatError
 
     empty = write_trace(tmp_path / "empty.json", [thread_name(1, 1, "x")])
     with pytest.raises(TraceFormatError, match="no trace events"):

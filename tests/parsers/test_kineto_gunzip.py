@@ -6,8 +6,8 @@ import gzip
 import zlib
 
 import pytest
-from tracehouse.pipeline.parsers import kineto_gunzip
-from tracehouse.pipeline.parsers.kineto_gunzip import gunzip
+from tracehouse.pipeline.parsers.kineto import gunzip as kineto_gunzip
+from tracehouse.pipeline.parsers.kineto.gunzip import gunzip
 
 TEXT = b'{"traceEvents": [' + b'{"ph": "X", "ts": 1, "dur": 2},' * 2000 + b"{}]}"
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
-from tracebuilder import (
+from support.tracebuilder import (
     annotation,
     cpu_op,
     distributed,
@@ -21,7 +21,7 @@ from tracebuilder import (
     thread_name,
     write_trace,
 )
-from tracehouse.pipeline.parsers.kineto import parse_trace
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
 BASE = 1_700_000_000_000_000_000
 

@@ -7,7 +7,7 @@ import re
 import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
-from tracehouse.pipeline.parsers.kineto_names import (
+from tracehouse.pipeline.parsers.kineto.names import (
     is_comm_kernel,
     is_comm_name,
     kind_of,

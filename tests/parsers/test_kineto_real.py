@@ -8,25 +8,12 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from testdata import SHARED_DATA, shared_path
-from tracehouse.pipeline.parsers.kineto import parse_trace
+from support.frames import gpu_count, kinds, span
+from support.testdata import SHARED_DATA, shared_path
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 from tracehouse.pipeline.schema import COLLECTIVES, EVENTS, PROCESS_GROUPS, STEPS, THREADS
 
 ALL_TRACES = sorted(p.relative_to(SHARED_DATA).as_posix() for p in SHARED_DATA.glob("traces/*/*.json.gz"))
-
-
-def kinds(events: pl.DataFrame) -> dict[str, int]:
-    return dict(events.group_by("kind").len().sort("kind").iter_rows())
-
-
-def gpu_count(events: pl.DataFrame) -> int:
-    return events.filter(
-        pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("stream").is_not_null()
-    ).height
-
-
-def span(events: pl.DataFrame) -> tuple[int, int]:
-    return events["ts_unix_ns"].min(), (events["ts_unix_ns"] + events["dur_ns"]).max()
 
 
 @pytest.mark.parametrize("relative", ALL_TRACES or ["traces/hta/pair_sampled_rank-0.json.gz"])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracebuilder import cpu_op, write_trace
-from tracehouse.pipeline.parsers.kineto import parse_trace
+from support.tracebuilder import cpu_op, write_trace
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
 # µs as Kineto writes them: an int, or a float/decimal with up to 3 decimals (ns resolution).
 relative_ns = st.integers(min_value=0, max_value=2**43 * 1000 - 1)  # below the float-path limit

@@ -8,7 +8,7 @@ import shutil
 import sysconfig
 
 import pytest
-from tracehouse.pipeline.parsers.kineto_fastscan import available
+from tracehouse.pipeline.parsers.kineto.fastscan import available
 
 
 def test_the_scanner_is_built_where_a_compiler_is() -> None:

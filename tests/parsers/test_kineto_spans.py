@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from tracehouse.pipeline.parsers.kineto_spans import holders
+from tracehouse.pipeline.parsers.kineto.spans import holders
 
 THREADS = st.sampled_from([("1", "1"), ("1", "2"), ("2", "1"), (None, None)])
 TIMES = st.integers(min_value=-(2**62), max_value=2**62) | st.integers(min_value=0, max_value=20)

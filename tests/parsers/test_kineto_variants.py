@@ -26,9 +26,9 @@ mapped to kinds by hand (kineto_names: case-insensitive; `Trace`, the profiler's
 from __future__ import annotations
 
 import polars as pl
-from test_kineto_real import gpu_count, kinds, span
-from testdata import shared_path
-from tracehouse.pipeline.parsers.kineto import ParsedTrace, parse_trace
+from support.frames import gpu_count, kinds, span
+from support.testdata import shared_path
+from tracehouse.pipeline.parsers.kineto.parse import ParsedTrace, parse_trace
 
 A100_X8 = ("NVIDIA A100-PG509-200",) * 8
 

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_tools import install_fake_tool
-from testdata import shared_path
+from support.fake_tools import install_fake_tool
+from support.testdata import shared_path
 from tracehouse.collectors.power import PowerSourceError, SamplerConfig, capture_power
 from tracehouse.collectors.power.nvml import NvmlSampler
-from tracehouse.pipeline.parsers.power import parse_power_log
+from tracehouse.pipeline.parsers.power.parse import parse_power_log
 
 NS = 1_000_000_000
 QUERY_GPU = "power/nvidia-smi/linux-x86_64__nvidia-h100-80gb-hbm3__load__query-gpu.csv"

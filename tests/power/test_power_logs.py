@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracehouse.collectors.power.nvml import format_row
-from tracehouse.pipeline.errors import PowerLogError
-from tracehouse.pipeline.parsers.power import parse_power_log
-from tracehouse.pipeline.parsers.power_common import format_log_header
-from tracehouse.pipeline.parsers.power_nvml import NVML_HEADER
+from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.parsers.power.common import format_log_header
+from tracehouse.pipeline.parsers.power.nvml import NVML_HEADER
+from tracehouse.pipeline.parsers.power.parse import parse_power_log
 from tracehouse.pipeline.schema import POWER_SAMPLES
 
 DMON_HEAD = format_log_header(source="dcgmi", host="node7", interval_ms=100, clock="host-realtime-at-read")

@@ -6,9 +6,9 @@ import time
 
 import polars as pl
 import pytest
-from testdata import shared_path
-from tracehouse.pipeline.errors import PowerLogError
-from tracehouse.pipeline.parsers.power import parse_power_log
+from support.testdata import shared_path
+from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.parsers.power.parse import parse_power_log
 from tracehouse.pipeline.schema import POWER_SAMPLES
 
 NS = 1_000_000_000

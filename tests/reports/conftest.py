@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import devwarehouse
 import pytest
-from hostile import HOSTILE, hostile_run
-from tracehouse.pipeline.ingest import ingest
+from support import devwarehouse
+from support.hostile import HOSTILE, hostile_run
+from tracehouse.pipeline.ingest.driver import ingest
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_TRACES = REPO / "sample_traces"

@@ -9,9 +9,9 @@ import json
 import os
 from pathlib import Path
 
-import pagecheck
 import pytest
-from cdp import Browser, find_chromium
+from support import pagecheck
+from support.cdp import Browser, find_chromium
 from tracehouse.reports.build import build_report
 
 REPO = Path(__file__).resolve().parents[2]

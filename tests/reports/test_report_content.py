@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import devwarehouse as dev
 import pytest
-from tracehouse.reports import charts_breakdown, charts_power, charts_scaling
+from support import devwarehouse as dev
+from tracehouse.reports.charts import breakdown as charts_breakdown
+from tracehouse.reports.charts import power as charts_power
+from tracehouse.reports.charts import scaling as charts_scaling
 from tracehouse.reports.headline import headline
 from tracehouse.reports.source import open_warehouse
 

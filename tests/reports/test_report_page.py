@@ -6,11 +6,11 @@ import json
 import re
 from pathlib import Path
 
-import pagecheck
 import pytest
-from hostile import HOSTILE
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.errors import WarehouseError
+from support import pagecheck
+from support.hostile import HOSTILE
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.reports.build import build_report
 from tracehouse.reports.html import script_safe_json
 
@@ -116,7 +116,7 @@ def test_report_and_analyze_commands(dev_warehouse: Path, tmp_path: Path, capsys
 
 
 def test_analyze_ingests_then_reports(tmp_path: Path, capsys) -> None:
-    from hostile import hostile_run
+    from support.hostile import hostile_run
 
     out = tmp_path / "a.html"
     assert main(["analyze", str(hostile_run(tmp_path / "run")), "-o", str(out)]) == 0
@@ -134,7 +134,7 @@ def test_unknown_study_and_missing_warehouse_are_one_line_errors(
 
 
 def test_analyze_with_nothing_loadable_says_so(tmp_path, capsys):
-    from tracehouse.pipeline.cli import main
+    from tracehouse.pipeline.cli.main import main
 
     code = main(["analyze", str(tmp_path / "none"), "-o", str(tmp_path / "r.html")])
     err = capsys.readouterr().err.strip().splitlines()

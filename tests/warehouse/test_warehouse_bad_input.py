@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tracehouse.pipeline.cli import main
-from wh_helpers import checksums, count, write_trace
+from support.wh_helpers import checksums, count, write_trace
+from tracehouse.pipeline.cli.main import main
 
 GOOD_EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from testdata import shared_path
-from tracehouse.pipeline.ingest import ingest
-from tracehouse.pipeline.manifest import PowerCapture, RunManifest
-from wh_helpers import checksums, count, write_trace
+from support.testdata import shared_path
+from support.wh_helpers import checksums, count, write_trace
+from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
+from tracehouse.pipeline.ingest.driver import ingest
 
 DASK = str(Path(sys.executable).parent / "dask")
 
@@ -96,7 +96,7 @@ def test_distributed_ingest_equals_local(tmp_path, cluster):
 
 @pytest.mark.slow
 def test_local_process_pool_equals_in_process(tmp_path, monkeypatch):
-    import tracehouse.pipeline.ingest as ingest_module
+    import tracehouse.pipeline.ingest.driver as ingest_module
 
     paths = study_inputs(tmp_path / "in")
     local = ingest(paths, tmp_path / "inproc", study="s")

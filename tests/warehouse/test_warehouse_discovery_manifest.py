@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tracehouse.pipeline.cli import main
-from wh_helpers import count, write_trace
+from support.wh_helpers import count, write_trace
+from tracehouse.pipeline.cli.main import main
 
 
 def write_manifest(folder: Path, data: dict) -> Path:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from tracehouse.pipeline.ingest import ingest
+from support.warehouse_doc import DOC, INPUT_TABLES, render
+from support.wh_helpers import write_trace
+from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
 from tracehouse.pipeline.warehouse import open_for_query
-from warehouse_doc import DOC, INPUT_TABLES, render
-from wh_helpers import write_trace
 
 
 def documented() -> dict[str, dict[str, tuple[str, str]]]:

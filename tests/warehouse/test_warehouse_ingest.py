@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import polars as pl
-from testdata import shared_path
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.ingest import hash_file, ingest
-from tracehouse.pipeline.manifest import PowerCapture, RunManifest
+from support.testdata import shared_path
+from support.wh_helpers import BASE_NS, checksums, count, write_trace
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
+from tracehouse.pipeline.ingest.driver import hash_file, ingest
 from tracehouse.pipeline.warehouse import connect
-from wh_helpers import BASE_NS, checksums, count, write_trace
 
 
 def two_ranks(folder: Path) -> list[Path]:

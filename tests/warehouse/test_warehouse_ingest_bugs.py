@@ -6,12 +6,12 @@ import pickle
 from pathlib import Path
 
 import pytest
-import tracehouse.pipeline.ingest_tasks as ingest_tasks
-import tracehouse.pipeline.parsers.kineto as kineto
-from tracehouse.pipeline.cli import INTERNAL_ERROR, main
-from tracehouse.pipeline.errors import IngestBugError
-from tracehouse.pipeline.ingest import ingest
-from wh_helpers import count, write_trace
+import tracehouse.pipeline.ingest.tasks as ingest_tasks
+import tracehouse.pipeline.parsers.kineto.parse as kineto
+from support.wh_helpers import count, write_trace
+from tracehouse.pipeline.cli.main import INTERNAL_ERROR, main
+from tracehouse.pipeline.common.errors import IngestBugError
+from tracehouse.pipeline.ingest.driver import ingest
 
 
 def error_lines(err: str) -> list[str]:

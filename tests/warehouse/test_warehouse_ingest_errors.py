@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.ingest import hash_file, ingest
-from wh_helpers import write_trace
+from support.wh_helpers import write_trace
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.ingest.driver import hash_file, ingest
 
 
 def errors(capsys, wh) -> list[tuple[str, str | None, str]]:

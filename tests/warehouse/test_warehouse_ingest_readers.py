@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.ingest import ingest
-from wh_helpers import checksums, count, write_trace
+from support.wh_helpers import checksums, count, write_trace
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.ingest.driver import ingest
 
 N_FILES = 60
 

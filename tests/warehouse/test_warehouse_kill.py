@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tracehouse.pipeline.ingest import ingest
-from wh_helpers import checksums, count, write_trace
+from support.wh_helpers import checksums, count, write_trace
+from tracehouse.pipeline.ingest.driver import ingest
 
 N_FILES = 24
 

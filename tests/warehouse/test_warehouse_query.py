@@ -7,8 +7,8 @@ import io
 import json
 
 import pytest
-from tracehouse.pipeline.cli import main
-from wh_helpers import write_trace
+from support.wh_helpers import write_trace
+from tracehouse.pipeline.cli.main import main
 
 SQL = (
     "SELECT rank, count(*) AS n, min(name) AS first FROM events "

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from tracehouse.pipeline.cli import main
-from wh_helpers import write_trace
+from support.wh_helpers import write_trace
+from tracehouse.pipeline.cli.main import main
 
 GPU_EVENTS = "SELECT name, class FROM gpu_events ORDER BY name"
 BUSY = (

@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-import tracehouse.pipeline.ingest as ingest_module
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.ingest import ingest
-from wh_helpers import checksums, count, write_trace
+import tracehouse.pipeline.ingest.driver as ingest_module
+from support.wh_helpers import checksums, count, write_trace
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.ingest.driver import ingest
 
 
 class Recorder:

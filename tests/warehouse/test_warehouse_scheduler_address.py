@@ -8,9 +8,9 @@ import sys
 import time
 
 import pytest
-import tracehouse.pipeline.ingest as ingest_module
-from tracehouse.pipeline.cli import main
-from wh_helpers import write_trace
+import tracehouse.pipeline.ingest.driver as ingest_module
+from support.wh_helpers import write_trace
+from tracehouse.pipeline.cli.main import main
 
 
 def closed_port() -> int:

@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from tracehouse.pipeline.cli import main
+from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.warehouse import connect
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from support.wh_helpers import CONTENT_TABLES
 from tracehouse.pipeline import schema
-from tracehouse.pipeline.errors import WarehouseError
-from tracehouse.pipeline.manifest import RunManifest
+from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.common.manifest import RunManifest
 from tracehouse.pipeline.sql_runner import SqlFile, dependencies, dependency_order, load_sql_files
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
-from wh_helpers import CONTENT_TABLES
 
 VIEW_OF_FOLDER = {"collectives": "collectives_raw"}
 

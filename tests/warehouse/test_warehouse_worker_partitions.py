@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import polars as pl
-import tracehouse.pipeline.ingest as ingest_module
-from tracehouse.pipeline.cli import main
-from tracehouse.pipeline.ingest import hash_file, ingest
-from wh_helpers import count, write_trace
+import tracehouse.pipeline.ingest.driver as ingest_module
+from support.wh_helpers import count, write_trace
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.ingest.driver import hash_file, ingest
 
 SHARED = "(the warehouse must be on a filesystem shared with the Dask workers)"
 

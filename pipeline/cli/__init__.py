@@ -1,0 +1,1 @@
+"""The `tracehouse` command: one module per command, each a few lines over a library call."""

@@ -1,0 +1,87 @@
+"""`tracehouse collect`: profile the reference workload, one scale point from flags or a TOML sweep."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tracehouse.collectors.launch import DEFAULT_TIMEOUT_S
+from tracehouse.collectors.model_sizes import MODELS
+from tracehouse.collectors.spec import STRATEGIES, ProfilingConfig, RunSpec
+from tracehouse.collectors.sweep import SweepFileError, load_sweep, run_sweep
+from tracehouse.pipeline.common.errors import TracehouseError
+
+POINT_FLAGS = ("model", "strategy", "world_size")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `collect` subcommand."""
+    p = sub.add_parser(
+        "collect",
+        help="profile the reference workload (one scale point or a sweep)",
+        description="Run the reference Llama-2 workload under torchrun with the profiler on: one scale "
+        "point from flags, or every point of a TOML sweep. Writes OUT/<run_id>/ with one trace per rank, "
+        "train.log, loss.jsonl, power logs and manifest.json.",
+    )
+    p.add_argument("sweep", nargs="?", type=Path, help="a sweep file (TOML); omit to give one point by flags")
+    p.add_argument("--out", type=Path, required=True, help="output directory (one folder per run)")
+    p.add_argument("--emit", choices=["slurm"], help="write sbatch scripts instead of launching")
+    p.add_argument("--model", choices=sorted(MODELS), help="named model size")
+    p.add_argument("--strategy", choices=STRATEGIES, help="parallel layout")
+    p.add_argument("--world-size", type=int, help="number of ranks")
+    p.add_argument("--steps", type=int, default=6, help="training steps (default 6)")
+    p.add_argument("--global-batch", type=int, default=8, help="sequences per step, all ranks (default 8)")
+    p.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default 64)")
+    p.add_argument("--tp", type=int, help="tensor-parallel degree (fsdp_tp; default 2)")
+    p.add_argument(
+        "--active", type=int, default=3, help="profiled steps (default 3, after 1 wait + 1 warmup)"
+    )
+    p.add_argument("--study", help="study name (default: the model name)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per scale point")
+    p.set_defaults(handler=handle)
+
+
+def point_from_flags(args: argparse.Namespace) -> RunSpec:
+    """The one scale point the flags describe."""
+    missing = [f"--{name.replace('_', '-')}" for name in POINT_FLAGS if getattr(args, name) is None]
+    if missing:
+        raise TracehouseError(f"give a sweep file, or {', '.join(missing)}")
+    try:
+        return RunSpec(
+            study=args.study or args.model,
+            model=args.model,
+            strategy=args.strategy,
+            world_size=args.world_size,
+            steps=args.steps,
+            global_batch=args.global_batch,
+            seq_len=args.seq_len,
+            tp=args.tp,
+            profile=ProfilingConfig(active=args.active),
+        )
+    except ValueError as exc:
+        raise TracehouseError(f"invalid scale point: {exc}") from exc
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Validate every point, then emit scripts or run them; 1 when any point failed."""
+    if args.sweep is not None:
+        if any(getattr(args, name) is not None for name in POINT_FLAGS):
+            raise TracehouseError("give either a sweep file or --model/--strategy/--world-size, not both")
+        if not args.sweep.is_file():
+            raise SweepFileError(args.sweep, "no such sweep file")
+        specs = load_sweep(args.sweep)
+    else:
+        specs = [point_from_flags(args)]
+    if args.emit == "slurm":
+        from tracehouse.collectors.slurm import emit_slurm
+
+        for script in emit_slurm(specs, args.out):
+            print(script)
+        return 0
+    manifests = run_sweep(specs, args.out, timeout_s=args.timeout)
+    failed = [m.run_id for m in manifests if m.status != "ok"]
+    print(
+        f"{len(manifests) - len(failed)} of {len(manifests)} scale point(s) ok in {args.out}"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0

@@ -1,0 +1,128 @@
+"""`tracehouse query "SQL" --warehouse DIR`: run read-only SQL and print table, csv or json."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import decimal
+import json
+import math
+import sys
+from typing import Any
+
+import duckdb
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.warehouse import open_for_query
+
+# Statement types that only read; anything else (COPY ... TO, INSERT, SET, ATTACH, ...) is refused.
+READ_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `query` subcommand."""
+    p = sub.add_parser(
+        "query",
+        help="run SQL on a warehouse",
+        description="Run read-only SQL on a warehouse (opened read-only; statements that write are refused).",
+    )
+    p.add_argument("sql", metavar="SQL", help='the query, e.g. "select * from step_breakdown limit 5"')
+    p.add_argument("--warehouse", required=True, metavar="DIR", help="warehouse directory")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the query and print its rows."""
+    columns, rows = query(args.warehouse, args.sql)
+    {"table": print_table, "csv": print_csv, "json": print_json}[args.format](columns, rows)
+    return 0
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse, with one line, any statement that is not a read."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"cannot parse the query: {one_line(exc)}") from exc
+    if not statements:
+        raise WarehouseError("the query is empty")
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READ_STATEMENTS:
+            raise WarehouseError(f"refused: {kind} statements would change the warehouse; query is read-only")
+
+
+def query(warehouse: str, sql: str) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of the last statement, run on a read-only connection."""
+    check_read_only(sql)
+    with open_for_query(warehouse) as connection:
+        try:
+            result = connection.execute(sql)
+            columns = [d[0] for d in result.description or []]
+            return columns, result.fetchall()
+        except duckdb.Error as exc:
+            raise WarehouseError(one_line(exc)) from exc
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)  # UUID and other types JSON cannot hold
+
+
+def print_json(columns: list[str], rows: list[tuple]) -> None:
+    """An array of row objects."""
+    objects = [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+    print(json.dumps(objects, indent=1, allow_nan=False))
+
+
+def print_csv(columns: list[str], rows: list[tuple]) -> None:
+    """A header line, then one line per row."""
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_text(v) for v in row] for row in rows)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    plain = _plain(value)
+    return json.dumps(plain) if isinstance(plain, (dict, list)) else str(plain)
+
+
+def _is_numeric(values: list[Any]) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, (int, float, decimal.Decimal)) for v in present)
+
+
+def print_table(columns: list[str], rows: list[tuple]) -> None:
+    """Aligned text: numbers right-aligned, NULL shown as NULL."""
+    cells = [[("NULL" if v is None else _text(v)) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    numeric = [_is_numeric([r[i] for r in rows]) for i in range(len(columns))]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    print(line(columns))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print(line(row))
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")

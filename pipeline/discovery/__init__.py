@@ -1,0 +1,1 @@
+"""Discovery: which files to ingest, as which study, run and rank (before anything is parsed)."""

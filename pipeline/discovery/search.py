@@ -1,0 +1,257 @@
+"""From the paths a user gives to the files to ingest: runs, ranks, manifests and power logs.
+
+A directory is searched recursively for `*.json` / `*.json.gz` traces; all traces of one
+directory form one run. A `manifest.json` beside them names the study and run (winning over
+`--study` / `--run`), maps ranks to files and lists power logs. Without a manifest the run is
+`--run` or the directory's name, the study `--study` or `default`. A rank is never guessed:
+here it comes from `--rank FILE=N` or the manifest; otherwise the trace's own
+`distributedInfo.rank` decides after parsing.
+
+Nothing found is dropped in silence: a file listed in a manifest that does not exist, a file
+listed for two ranks, or every trace of a folder whose manifest is invalid becomes an error
+of that path, which ingest records in `ingest_errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracehouse.pipeline.common.errors import ManifestError
+from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
+from tracehouse.pipeline.discovery.jobs import Discovery, PowerJob, RunSource, TraceJob
+from tracehouse.pipeline.discovery.ranks import RankOptions
+
+DEFAULT_STUDY = "default"
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(kw_only=True)
+class _Candidates:
+    """What the given paths hold: trace-named files, the ones named explicitly, folders with a manifest."""
+
+    files: list[Path] = field(default_factory=list)
+    explicit: set[Path] = field(default_factory=set)
+    manifest_dirs: set[Path] = field(default_factory=set)  # searched folders holding a manifest.json
+
+
+@dataclass(kw_only=True)
+class _Folder:
+    """One folder's run as far as its manifest allows: its traces and the ranks the manifest gives."""
+
+    directory: Path
+    traces: list[Path]
+    manifest_path: Path | None = None  # None: no manifest.json beside the traces
+    manifest: RunManifest | None = None  # None with a manifest_path: the manifest is invalid
+    problem: str | None = None  # why the folder's traces cannot be ingested
+    listed: dict[Path, int] = field(default_factory=dict)  # rank of each existing file the manifest lists
+
+
+def is_trace_name(path: Path) -> bool:
+    """Whether a file name looks like a chrome-trace JSON file (and is not a manifest)."""
+    return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)
+
+
+def discover(
+    paths: Iterable[str | Path],
+    *,
+    study: str | None = None,
+    run: str | None = None,
+    ranks: Mapping[str, int] | None = None,
+) -> Discovery:
+    """Turn user paths into trace and power jobs, grouped into runs."""
+    found = Discovery()
+    candidates = _candidates(paths, found)
+    by_dir: dict[Path, list[Path]] = {d: [] for d in candidates.manifest_dirs}
+    for f in candidates.files:
+        by_dir.setdefault(f.parent, []).append(f)
+    folders = [_read_folder(d, files, candidates, found) for d, files in sorted(by_dir.items())]
+    options = RankOptions(ranks or {}, [f for folder in folders for f in folder.traces])
+    seen_runs: dict[tuple[str, str], RunSource] = {}
+    for folder in folders:
+        _discover_folder(folder, study, run, options, found, seen_runs)
+    found.errors.extend(options.unused())
+    return found
+
+
+def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
+    """Every candidate trace under the given paths, plus where the user named files and manifests."""
+    files: dict[Path, None] = {}
+    candidates = _Candidates()
+    for given in paths:
+        path = Path(given).absolute()
+        if path.is_dir():
+            for f in sorted(path.rglob("*")):
+                if f.is_file() and is_trace_name(f):
+                    files.setdefault(f, None)
+                elif f.is_file() and f.name == MANIFEST_NAME:
+                    candidates.manifest_dirs.add(f.parent)
+        elif path.is_file():
+            files.setdefault(path, None)
+            candidates.explicit.add(path)
+        else:
+            found.errors.append((str(given), "no such file or directory"))
+    candidates.files = list(files)
+    return candidates
+
+
+def _read_folder(directory: Path, files: list[Path], candidates: _Candidates, found: Discovery) -> _Folder:
+    """A folder's traces and manifest; the manifest's own problems are reported here, once."""
+    manifest_path = directory / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return _Folder(directory=directory, traces=files)
+    try:
+        manifest = RunManifest.read(manifest_path)
+    except ManifestError as exc:
+        found.errors.append((str(manifest_path), exc.reason))
+        problem = f"its run's {MANIFEST_NAME} is invalid: {exc.reason}"
+        return _Folder(directory=directory, traces=files, manifest_path=manifest_path, problem=problem)
+    ranks_of = _listed_ranks(manifest_path, manifest)
+    for path, ranks in ranks_of.items():
+        if problem := _listing_problem(manifest_path, path, ranks):
+            found.errors.append((str(path), problem))
+    listed = {path: ranks[0] for path, ranks in ranks_of.items() if len(ranks) == 1 and path.is_file()}
+    twice = {path for path, ranks in ranks_of.items() if len(ranks) > 1}
+    traces = [f for f in _traces_of(directory, files, manifest, listed, candidates) if f not in twice]
+    return _Folder(
+        directory=directory, traces=traces, manifest_path=manifest_path, manifest=manifest, listed=listed
+    )
+
+
+def _traces_of(
+    directory: Path,
+    files: list[Path],
+    manifest: RunManifest,
+    listed: dict[Path, int],
+    candidates: _Candidates,
+) -> list[Path]:
+    """The traces of a folder with a manifest: all its trace files, unless the manifest lists its traces.
+
+    A manifest that lists its traces is authoritative: the listed files are the traces, whatever
+    their names, and the other JSON files beside it (the collector's run spec, facts, logs) are
+    not read unless the user named them. From a folder that was not searched (the user named
+    some of its files) only the named files are read.
+    """
+    if not manifest.traces:
+        return files
+    named = {f for f in files if f in candidates.explicit}
+    if directory in candidates.manifest_dirs:
+        named.update(listed)
+    return sorted(named)
+
+
+def _listed_ranks(manifest_path: Path, manifest: RunManifest) -> dict[Path, list[int]]:
+    """The ranks a manifest lists for each file (keys and names were checked when it was read)."""
+    ranks_of: dict[Path, list[int]] = {}
+    for rank_text, name in manifest.traces.items():
+        ranks_of.setdefault((manifest_path.parent / name).absolute(), []).append(int(rank_text))
+    return ranks_of
+
+
+def _listing_problem(manifest_path: Path, path: Path, ranks: list[int]) -> str | None:
+    """Why a file the manifest lists cannot be read as the trace of its ranks, or None."""
+    if not path.is_file():
+        return f"the trace of {_ranks_text(ranks)} listed in {manifest_path} does not exist"
+    if len(ranks) > 1:
+        return f"{manifest_path} lists it as the trace of {_ranks_text(ranks)}; a file holds one rank"
+    return None
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """'rank 3', 'ranks 0 and 1', 'ranks 0, 1 and 2'."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+
+
+def _discover_folder(
+    folder: _Folder,
+    study: str | None,
+    run: str | None,
+    options: RankOptions,
+    found: Discovery,
+    seen_runs: dict[tuple[str, str], RunSource],
+) -> None:
+    """Add the folder's run, its trace jobs and its power jobs, or fail its files with the reason."""
+    if folder.problem is not None:
+        _fail_all(folder.traces, folder.problem, options, found)
+        return
+    if folder.manifest is not None:
+        manifest, source = folder.manifest, RunSource(manifest=folder.manifest, path=folder.manifest_path)
+    else:
+        manifest = RunManifest(study=study or DEFAULT_STUDY, run_id=run or folder.directory.name)
+        source = RunSource(manifest=manifest, path=None)
+    key = (manifest.study, manifest.run_id)
+    conflict = _add_run(source, key, seen_runs, found)
+    if conflict is not None:
+        found.errors.append((str(source.path), conflict))
+        reason = f"its run's {MANIFEST_NAME} cannot be used: {conflict}"
+        _fail_all(folder.traces + _power_paths(manifest, folder.directory), reason, options, found)
+        return
+    power = set(_power_paths(manifest, folder.directory))
+    for f in folder.traces:
+        if f not in power:
+            _add_trace(f, key, folder.listed.get(f), options, found)
+    if source.path is not None:
+        _add_power(manifest, folder.directory, found)
+
+
+def _fail_all(paths: list[Path], reason: str, options: RankOptions, found: Discovery) -> None:
+    """Every path fails with one reason (a --rank naming one of them counts as used, not unknown)."""
+    for path in paths:
+        options.rank_of(path)
+        found.errors.append((str(path), reason))
+
+
+def _add_trace(
+    path: Path, key: tuple[str, str], listed: int | None, options: RankOptions, found: Discovery
+) -> None:
+    """Add one trace job; a --rank that contradicts the manifest's rank fails the file instead."""
+    option = options.rank_of(path)
+    if option is not None and listed is not None and option != listed:
+        reason = f"--rank says rank {option} but {MANIFEST_NAME} lists it as rank {listed}"
+        found.errors.append((str(path), reason))
+        return
+    rank, origin = (option, "option") if option is not None else (listed, "manifest")
+    found.traces.append(
+        TraceJob(
+            path=path,
+            study=key[0],
+            run_id=key[1],
+            rank=rank,
+            rank_source=origin if rank is not None else None,
+        )
+    )
+
+
+def _add_run(
+    source: RunSource, key: tuple[str, str], seen: dict[tuple[str, str], RunSource], found: Discovery
+) -> str | None:
+    """Record a run once; the reason a second manifest of the same run cannot be used, else None."""
+    earlier = seen.get(key)
+    if earlier is None:
+        seen[key] = source
+        found.runs.append(source)
+        return None
+    if earlier.path is not None and source.path is not None and earlier.path != source.path:
+        return f"run {key[0]}/{key[1]} is already defined by {earlier.path}"
+    if earlier.path is None and source.path is not None:
+        found.runs[found.runs.index(earlier)] = source
+        seen[key] = source
+    return None
+
+
+def _add_power(manifest: RunManifest, directory: Path, found: Discovery) -> None:
+    """A power job for each log the manifest lists; a missing one is an error."""
+    host = manifest.hosts[0] if len(manifest.hosts) == 1 else None
+    for path in _power_paths(manifest, directory):
+        if not path.is_file():
+            found.errors.append((str(path), f"power log listed in {MANIFEST_NAME} does not exist"))
+            continue
+        found.power.append(PowerJob(path=path, study=manifest.study, run_id=manifest.run_id, host=host))
+
+
+def _power_paths(manifest: RunManifest, directory: Path) -> list[Path]:
+    """The absolute paths of the power logs a manifest lists."""
+    return [(directory / name).absolute() for name in manifest.power.files]

@@ -1,0 +1,168 @@
+"""The warehouse catalog: registering files, errors and runs (driver side, one transaction each).
+
+Only the ingest driver writes here; `parquet_files` lists every registered Parquet partition,
+so any other file under `parquet/` is an orphan of an interrupted ingest. The driver opens the
+catalog read-write only for short phases (readers can open the file in between) and holds the
+ingest lock throughout, so no other ingest cleans up the partitions it has yet to register.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked
+
+LOCK_NAME = ".ingest.lock"
+
+
+@contextmanager
+def ingest_lock(warehouse_dir: Path) -> Iterator[None]:
+    """Hold the warehouse's ingest lock (one ingest at a time); WarehouseError if another holds it."""
+    with open(Path(warehouse_dir) / LOCK_NAME, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise WarehouseError(
+                    f"{warehouse_dir}: busy: another tracehouse ingest is writing it; retry when it finishes"
+                ) from exc
+            # A filesystem without flock (some cluster mounts): go on, as before this lock existed.
+        yield
+
+
+def open_catalog(warehouse_dir: Path, *, wait_s: float) -> duckdb.DuckDBPyConnection | None:
+    """A read-write connection, retried for up to wait_s seconds while readers hold the file; else None."""
+    try:
+        return connect(warehouse_dir, wait_s=wait_s)
+    except WarehouseError as exc:
+        if is_locked(exc.__cause__):
+            return None
+        raise
+
+
+@contextmanager
+def catalog_phase(warehouse_dir: Path, *, wait_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection for one phase, waiting up to wait_s for readers; else WarehouseError."""
+    connection = open_catalog(warehouse_dir, wait_s=wait_s)
+    if connection is None:
+        raise WarehouseError(
+            f"{warehouse_dir}: busy: other processes kept it open for {wait_s:.0f} s; "
+            "run the ingest again (files not registered yet are parsed again)"
+        )
+    with connection:
+        yield connection
+
+
+def registered_hashes(connection: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """Content hashes of every registered trace and power log."""
+    rows = connection.sql("SELECT content_hash FROM traces UNION ALL SELECT content_hash FROM power_files")
+    return frozenset(row[0] for row in rows.fetchall())
+
+
+def register_file(
+    connection: duckdb.DuckDBPyConnection, table: str, row: dict, files: list[tuple[str, str, int]]
+) -> None:
+    """Register one source file (its `traces` or `power_files` row and its partitions) atomically."""
+    with _transaction(connection):
+        for table_name, path, n_rows in files:
+            connection.execute(
+                "INSERT INTO parquet_files (table_name, path, n_rows, content_hash) VALUES (?, ?, ?, ?)",
+                [table_name, path, n_rows, row["content_hash"]],
+            )
+        _insert_row(connection, table, row)
+        # The path's latest attempt succeeded. Not by hash: a copy failing elsewhere (no rank, a
+        # rank clash, a bad manifest) still fails there.
+        connection.execute("DELETE FROM ingest_errors WHERE path = ?", [row["path"]])
+
+
+def clear_errors(connection: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Forget the failures recorded for a path (its latest attempt succeeded)."""
+    connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
+
+
+def rank_holder(connection: duckdb.DuckDBPyConnection, study: str, run_id: str, rank: int) -> tuple | None:
+    """(content_hash, path) of the registered trace holding a rank of a run, or None."""
+    rows = connection.execute(
+        "SELECT content_hash, path FROM traces WHERE study = ? AND run_id = ? AND rank = ?",
+        [study, run_id, rank],
+    ).fetchall()
+    return rows[0] if rows else None
+
+
+def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, content_hash: str) -> None:
+    """Remove a registered trace and delete its Parquet files."""
+    paths = connection.execute(
+        "SELECT path FROM parquet_files WHERE content_hash = ?", [content_hash]
+    ).fetchall()
+    with _transaction(connection):
+        connection.execute("DELETE FROM parquet_files WHERE content_hash = ?", [content_hash])
+        connection.execute("DELETE FROM traces WHERE content_hash = ?", [content_hash])
+    for (path,) in paths:
+        (Path(warehouse_dir) / path).unlink(missing_ok=True)
+
+
+def record_error(
+    connection: duckdb.DuckDBPyConnection, path: str, content_hash: str | None, reason: str
+) -> None:
+    """Record one failed file in ingest_errors, replacing the path's earlier rows (the latest attempt)."""
+    with _transaction(connection):
+        connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
+        connection.execute(
+            'INSERT INTO ingest_errors (path, content_hash, reason, "at") VALUES (?, ?, ?, now())',
+            [path, content_hash, reason],
+        )
+
+
+def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """Insert or update a run_manifests row; a command-line stub never replaces a manifest file's row."""
+    existing = connection.execute(
+        "SELECT origin, manifest_hash FROM run_manifests WHERE study = ? AND run_id = ?",
+        [row["study"], row["run_id"]],
+    ).fetchall()
+    if existing and (row["origin"] != "file" or existing[0][1] == row["manifest_hash"]):
+        return
+    with _transaction(connection):
+        connection.execute(
+            "DELETE FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
+        )
+        _insert_row(connection, "run_manifests", row)
+
+
+def clean_orphans(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) -> list[str]:
+    """Delete temporary and unregistered Parquet files an interrupted ingest left; return their paths."""
+    root = Path(warehouse_dir)
+    known = {row[0] for row in connection.sql("SELECT path FROM parquet_files").fetchall()}
+    removed = []
+    for f in sorted((root / PARQUET_DIR).rglob("*")):
+        if not f.is_file() or f.name == EMPTY_NAME:
+            continue
+        relative = f.relative_to(root).as_posix()
+        if relative not in known:
+            f.unlink(missing_ok=True)
+            removed.append(relative)
+    return removed
+
+
+@contextmanager
+def _transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Run the block in one transaction: committed if it completes, rolled back if it raises."""
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def _insert_row(connection: duckdb.DuckDBPyConnection, table: str, row: dict) -> None:
+    """Insert one row given as a column -> value mapping."""
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))

@@ -1,0 +1,91 @@
+"""One source file's Parquet partitions: the worker writes them, the driver checks it sees them.
+
+Each partition is written under a temporary name and renamed into place, so a reader (or an
+interrupted ingest) never sees half a file. On a Dask cluster the workers write into the
+warehouse directory as they see it, so the driver checks each partition before registering it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tracehouse.pipeline.common.errors import one_line
+from tracehouse.pipeline.warehouse import PARQUET_TABLES, partition_file
+
+SHARED_HINT = " (the warehouse must be on a filesystem shared with the Dask workers)"
+
+
+def write_partition(
+    warehouse_dir: Path, table: str, frame: pl.DataFrame, keys: dict[str, Any]
+) -> tuple[str, str, int] | None:
+    """Write one table's rows of one file (keys added as columns) to its final Parquet name."""
+    if frame.height == 0:
+        return None
+    columns = PARQUET_TABLES[table]
+    missing = [c for c in columns if c not in keys and c not in frame.columns]
+    if missing:
+        raise ValueError(f"parser output for {table} lacks columns {', '.join(missing)}")
+    out = frame.select(
+        [pl.lit(value, dtype=columns[key]).alias(key) for key, value in keys.items()]
+        + [pl.col(c).cast(t) for c, t in columns.items() if c not in keys]
+    )
+    relative = partition_file(
+        table,
+        study=keys["study"],
+        run_id=keys["run_id"],
+        rank=keys.get("rank"),
+        content_hash=keys["content_hash"],
+    )
+    target = Path(warehouse_dir) / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        out.write_parquet(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return table, relative, out.height
+
+
+def write_all(
+    warehouse_dir: Path, frames: dict[str, pl.DataFrame], keys: dict[str, Any]
+) -> tuple[tuple[str, str, int], ...]:
+    """Write every table's partition of one file; on failure delete the ones already written."""
+    written: list[tuple[str, str, int]] = []
+    try:
+        for table, frame in frames.items():
+            entry = write_partition(warehouse_dir, table, frame, keys)
+            if entry is not None:
+                written.append(entry)
+    except BaseException:
+        delete_partitions(warehouse_dir, written)
+        raise
+    return tuple(written)
+
+
+def delete_partitions(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]) -> None:
+    """Delete written partitions, given as (table, path relative to the warehouse, rows)."""
+    for _, relative, _ in files:
+        (Path(warehouse_dir) / relative).unlink(missing_ok=True)
+
+
+def partition_problem(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]) -> str | None:
+    """Why the driver cannot register a worker's partitions (missing, or other row counts), or None."""
+    for _, relative, n_rows in files:
+        partition = f"the worker's Parquet partition {relative}"
+        try:
+            seen = pq.read_metadata(Path(warehouse_dir) / relative).num_rows  # the footer only
+        except FileNotFoundError:
+            return f"{partition} is not visible from the driver{SHARED_HINT}"
+        except (OSError, pa.ArrowException) as exc:
+            return f"{partition} is unreadable on the driver: {one_line(exc)}{SHARED_HINT}"
+        if seen != n_rows:
+            return f"{partition} has {seen} rows seen from the driver, the worker wrote {n_rows}{SHARED_HINT}"
+    return None

@@ -1,0 +1,36 @@
+"""What one ingest did: counts, failures and time taken (the CLI prints it, `--json` as JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(kw_only=True)
+class IngestSummary:
+    """The result of one ingest: counts, failures (path and one-line reason) and time taken."""
+
+    warehouse: str
+    loaded: int = 0
+    skipped: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    events: int = 0
+    power_files: int = 0
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every file loaded or was skipped, 1 when any failed."""
+        return 1 if self.failed else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary."""
+        return {
+            "warehouse": self.warehouse,
+            "loaded": self.loaded,
+            "skipped": self.skipped,
+            "failed": [{"path": p, "reason": r} for p, r in self.failed],
+            "events": self.events,
+            "power_files": self.power_files,
+            "seconds": round(self.seconds, 3),
+        }

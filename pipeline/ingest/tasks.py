@@ -1,0 +1,227 @@
+"""Worker side of ingest: one task per source file hashes, parses and writes its Parquet partitions.
+
+Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers. A bad
+input becomes a failed outcome; a bug of tracehouse itself raises `IngestBugError`, which stops
+the whole ingest instead of blaming the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from tracehouse.pipeline.common.errors import IngestBugError, InputFileError, RankConflictError, one_line
+from tracehouse.pipeline.discovery.jobs import PowerJob, TraceJob
+from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
+from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
+from tracehouse.pipeline.warehouse import TRACE_TABLES
+
+HASH_CHUNK = 1 << 20
+
+# Exceptions that mean tracehouse's own code is broken, whatever the input: they stop the ingest.
+PROGRAMMING_ERRORS = (ImportError, SyntaxError, AssertionError, NameError, AttributeError, TypeError)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileOutcome:
+    """What one task reports back to the driver (small and picklable)."""
+
+    kind: str  # trace | power
+    path: str
+    status: str  # loaded | skipped | failed
+    content_hash: str | None = None
+    reason: str | None = None
+    row: dict[str, Any] = field(default_factory=dict)  # the traces / power_files row
+    files: tuple[tuple[str, str, int], ...] = ()  # (table, path relative to warehouse, rows)
+    n_rows: int = 0  # events of a trace, samples of a power log
+
+
+@dataclass(frozen=True, kw_only=True)
+class Parsed:
+    """One file's parser output: frames per table, key columns, row count and its catalog row."""
+
+    frames: dict[str, pl.DataFrame]
+    keys: dict[str, Any]
+    n_rows: int
+    row: Callable[[], dict[str, Any]]  # called after the writes, which report missing columns first
+
+
+def hash_file(path: Path) -> tuple[int, str]:
+    """Size in bytes and sha256 hex digest of a file."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
+    """The file's rank and where it came from; never a guess."""
+    if job.rank is not None:
+        said_by = "manifest.json" if job.rank_source == "manifest" else "--rank"
+        if meta.rank is not None and meta.rank != job.rank:
+            raise RankConflictError(f"{said_by} says rank {job.rank} but distributedInfo.rank is {meta.rank}")
+        return job.rank, job.rank_source or "option"
+    if meta.rank is not None:
+        return meta.rank, "distributedInfo"
+    raise RankConflictError(
+        "no rank: the trace has no distributedInfo.rank; "
+        "list it in manifest.json traces or pass --rank FILE=N"
+    )
+
+
+def load_trace(job: TraceJob, warehouse_dir: str, registered: frozenset[str]) -> FileOutcome:
+    """Task: hash, parse and write one rank trace's partitions (unless already registered)."""
+
+    def parse(size: int, content_hash: str) -> Parsed:
+        from tracehouse.pipeline.parsers.kineto.parse import parse_trace
+
+        parsed = parse_trace(job.path)
+        rank, source = resolve_rank(job, parsed.meta)
+        return Parsed(
+            frames={t: getattr(parsed, t) for t in TRACE_TABLES},
+            keys={"study": job.study, "run_id": job.run_id, "rank": rank, "content_hash": content_hash},
+            n_rows=parsed.events.height,
+            row=lambda: _trace_row(job, parsed, rank, source, size, content_hash),
+        )
+
+    return _load("trace", job.path, warehouse_dir, registered, parse)
+
+
+def load_power(job: PowerJob, warehouse_dir: str, registered: frozenset[str]) -> FileOutcome:
+    """Task: hash, parse and write one power log's partition (unless already registered)."""
+
+    def parse(size: int, content_hash: str) -> Parsed:
+        from tracehouse.pipeline.parsers.power.parse import parse_power_log
+
+        frame = parse_power_log(job.path, host=job.host)
+        return Parsed(
+            frames={"power_samples": frame},
+            keys={"study": job.study, "run_id": job.run_id, "content_hash": content_hash},
+            n_rows=frame.height,
+            row=lambda: _power_row(job, frame, size, content_hash),
+        )
+
+    return _load("power", job.path, warehouse_dir, registered, parse)
+
+
+def _load(
+    kind: str,
+    path: Path,
+    warehouse_dir: str,
+    registered: frozenset[str],
+    parse: Callable[[int, str], Parsed],
+) -> FileOutcome:
+    """Hash a file, skip it if registered, else parse it and write its partitions."""
+    state: dict[str, str] = {}
+
+    def work() -> FileOutcome:
+        size, content_hash = hash_file(path)
+        state["hash"] = content_hash
+        if content_hash in registered:
+            return FileOutcome(kind=kind, path=str(path), status="skipped", content_hash=content_hash)
+        parsed = parse(size, content_hash)
+        files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+        try:
+            row = parsed.row()
+        except BaseException:
+            delete_partitions(Path(warehouse_dir), files)
+            raise
+        return FileOutcome(
+            kind=kind,
+            path=str(path),
+            status="loaded",
+            content_hash=content_hash,
+            row=row,
+            files=files,
+            n_rows=parsed.n_rows,
+        )
+
+    outcome = _guarded(kind, path, work)
+    return dataclasses.replace(outcome, content_hash=state.get("hash"))
+
+
+def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutcome:
+    """Run one file's work; a bad input becomes a failed outcome, a tracehouse bug an IngestBugError."""
+    try:
+        return work()
+    except (InputFileError, RankConflictError) as exc:
+        reason = exc.reason if isinstance(exc, InputFileError) else str(exc)
+    except OSError as exc:
+        reason = f"cannot read: {exc.strerror or exc}"
+    except PROGRAMMING_ERRORS as exc:
+        raise IngestBugError(str(path), bug_detail(exc)) from None
+    except Exception as exc:  # one odd file must not stop the others; the reason names the cause
+        reason = f"unexpected {type(exc).__name__}: {exc}"
+    return FileOutcome(kind=kind, path=str(path), status="failed", reason=one_line(reason))
+
+
+def bug_detail(exc: BaseException) -> str:
+    """One line naming an exception and the innermost place it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return one_line(f"{type(exc).__name__}: {exc}{where}")
+
+
+def _span(frame: pl.DataFrame) -> tuple[int | None, int | None]:
+    if frame.height == 0:
+        return None, None
+    ends = frame["ts_unix_ns"] + frame["dur_ns"] if "dur_ns" in frame.columns else frame["ts_unix_ns"]
+    return frame["ts_unix_ns"].min(), ends.max()
+
+
+def _trace_row(job: TraceJob, parsed: Any, rank: int, source: str, size: int, content_hash: str) -> dict:
+    meta: TraceMeta = parsed.meta
+    first, last = _span(parsed.events)
+    return {
+        "content_hash": content_hash,
+        "study": job.study,
+        "run_id": job.run_id,
+        "rank": rank,
+        "rank_source": source,
+        "path": str(job.path),
+        "size_bytes": size,
+        "n_events": parsed.events.height,
+        "n_steps": parsed.steps.height,
+        "n_collectives": parsed.collectives.height,
+        "host": meta.host,
+        "backend": meta.backend,
+        "world_size": meta.world_size,
+        "device_name": meta.device_names[0] if meta.device_names else None,
+        "device_names": json.dumps(list(meta.device_names)),
+        "base_time_ns": meta.base_time_ns,
+        "ts_origin": meta.ts_origin,
+        "layout": meta.layout,
+        "schema_version": meta.schema_version,
+        "negative_dur_events": meta.negative_dur_events,
+        "first_ts_unix_ns": first,
+        "last_ts_unix_ns": last,
+        "distributed_info_json": meta.distributed_info_json,
+    }
+
+
+def _power_row(job: PowerJob, frame: pl.DataFrame, size: int, content_hash: str) -> dict:
+    first, last = _span(frame)
+    sources = frame["source"].unique().sort().to_list() if frame.height else []
+    hosts = frame["host"].drop_nulls().unique().sort().to_list() if frame.height else []
+    return {
+        "content_hash": content_hash,
+        "study": job.study,
+        "run_id": job.run_id,
+        "path": str(job.path),
+        "size_bytes": size,
+        "n_samples": frame.height,
+        "host": job.host or ",".join(hosts) or None,
+        "source": ",".join(s for s in sources if s) or None,
+        "first_ts_unix_ns": first,
+        "last_ts_unix_ns": last,
+    }

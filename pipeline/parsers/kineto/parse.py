@@ -1,0 +1,94 @@
+"""Parse one Kineto (PyTorch profiler) rank trace into the raw tables of `pipeline.schema`.
+
+`parse_trace(path)` is pure and module-level: it reads one `.json` / `.json.gz` file and
+returns a `ParsedTrace` (EVENTS, STEPS, COLLECTIVES, THREADS, PROCESS_GROUPS + TraceMeta).
+It is the unit of parallel work in ingest. Any unreadable input raises `TraceFormatError`
+with a one-line reason naming the file.
+
+Two paths read the events array into the same `EventRows`: the C scanner
+(`kineto_fastscan`, one pass, no per-event Python objects) and, when the extension is
+missing or declines the input, msgspec Structs decoded in batches (`kineto_chunks`; peak
+RSS ≈ 2× the uncompressed file on a 1 GB trace). Both give identical frames;
+`extra["decoder"]` says which ran ("scan", "typed" or "loose").
+
+Decisions (details in the kineto_* modules):
+* Layouts: an object with `traceEvents`, or a bare array of events. Categories match
+  `KIND_BY_CATEGORY` case-insensitively; anything else is kind "other".
+* Time: `ts_unix_ns = baseTimeNanoseconds + ns(ts)` when the trace has that key, else
+  `ns(ts)` (epoch µs), exact to the ns (`kineto_time`). `dur_ns = ns(dur)`.
+* Only complete events (`ph == "X"`) become EVENTS; events with dur < 0 are dropped and
+  counted in `meta.negative_dur_events`; `M` events feed THREADS; flows/instants are skipped.
+  A complete event without ts or dur is an error; so is a trace with no complete events
+  ("no trace events").
+* `external_id` is `args["External id"]`, or the 2020-2021 spelling `args["external id"]`.
+* Invalid UTF-8 in the JSON text is replaced by U+FFFD (`extra["invalid_utf8"] = "replaced"`),
+  not an error: one mangled kernel name should not lose a rank.
+* Integers that overflow 64 bits in args (NCCL comm ids) are ignored (NULL where a column);
+  a `device` arg outside int32 (the EVENTS column type) is NULL too.
+* Name- and category-derived facts (kind, comm candidates, ProfilerStep numbers) are evaluated
+  once per unique string on the scanner path (`kineto_fastscan`), per row on the msgspec path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto import decode as dec
+from tracehouse.pipeline.parsers.kineto.chunks import chunk_rows
+from tracehouse.pipeline.parsers.kineto.collectives import collectives_frame
+from tracehouse.pipeline.parsers.kineto.events import (
+    NO_EVENTS,
+    EventRows,
+    check_times,
+    events_frame,
+    threads_frame,
+)
+from tracehouse.pipeline.parsers.kineto.fastscan import scan_trace
+from tracehouse.pipeline.parsers.kineto.meta import TopLevel, process_groups_frame, top_level, trace_meta
+from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
+from tracehouse.pipeline.parsers.kineto.steps import steps_frame
+from tracehouse.pipeline.schema import EVENTS
+
+
+def parse_trace(path: str | Path, *, scanner: bool = True) -> ParsedTrace:
+    """Parse one Kineto rank trace file into columnar frames plus its metadata.
+
+    `scanner=False` skips the C scanner (the msgspec path alone; tests compare the two).
+    """
+    path = Path(path)
+    data = dec.read_bytes(path)
+    scanned = scan_trace(data) if scanner else None
+    if scanned is not None:
+        top = top_level(path, scanned.fields, bare_array=scanned.bare_array, invalid_utf8=False)
+        rows = scanned.rows
+    else:
+        fields, events, top_replaced = dec.decode_top(path, data)
+        bare = fields.traceEvents is None and events is data
+        top = top_level(path, fields, bare_array=bare, invalid_utf8=top_replaced)
+        del fields
+        rows = chunk_rows(path, events, invalid_utf8=top_replaced)
+        del events
+    del data
+    return _parsed(path, top, rows)
+
+
+def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
+    """The frames of one trace from its event rows."""
+    raw = rows.raw
+    if raw.height == 0:
+        raise TraceFormatError(path, NO_EVENTS)
+    check_times(path, raw)
+    full, negative = events_frame(raw, top.base_time_ns or 0)
+    extra = {"decoder": rows.decoder}
+    if rows.invalid_utf8:
+        extra["invalid_utf8"] = "replaced"
+    return ParsedTrace(
+        meta=trace_meta(top, negative),
+        events=full.select(EVENTS.keys()),
+        steps=steps_frame(full),
+        collectives=collectives_frame(full, rows.comm_args, top),
+        threads=threads_frame(rows.metas),
+        process_groups=process_groups_frame(top),
+        extra=extra,
+    )

@@ -1,0 +1,178 @@
+"""Parse `nvidia-smi --query-gpu=... --format=csv` logs: tracehouse's own, third-party and wrappers'.
+
+nvidia-smi's `timestamp` is host LOCAL time `YYYY/MM/DD HH:MM:SS.mmm`. tracehouse's sampler
+records the capturing host's UTC offset in its header line; for files without one the
+parsing machine's local zone is assumed and `clock` says so. ISO-8601 timestamps that carry
+an offset (wrapper scripts) are exact.
+"""
+
+from __future__ import annotations
+
+import calendar
+import csv
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.parsers.power.common import samples_frame
+
+LOCAL_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
+UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]$")  # "power.draw [W]" -> "power.draw"
+# query-gpu field -> POWER_SAMPLES column (units as nvidia-smi reports them: W, C, %, MiB).
+VALUE_FIELDS = {
+    "power.draw": "power_w",
+    "temperature.gpu": "temperature_c",
+    "utilization.gpu": "gpu_util_pct",
+    "memory.used": "mem_used_mib",
+}
+BUNDLE_SECTION = re.compile(r"^# \w+ :: query-gpu \(csv")
+
+
+def header_names(row: list[str]) -> list[str]:
+    """Column names with their bracketed units removed."""
+    return [UNIT_SUFFIX.sub("", cell.strip()) for cell in row]
+
+
+def is_query_gpu_header(line: str) -> bool:
+    """True for a `--query-gpu` CSV header line that has what a power sample needs."""
+    names = header_names(line.split(","))
+    return "power.draw" in names and ("index" in names or "gpu" in names) and "timestamp" in names
+
+
+def parse_cell(path: Path, number: int, cell: str) -> float | None:
+    """A numeric cell such as `631.95 W`, `100 %` or `74.01`; None for [N/A] and the like."""
+    text = cell.strip()
+    if not text or text.startswith("[") or text == "N/A":
+        return None
+    try:
+        return float(text.split()[0])
+    except ValueError:
+        raise PowerLogError(path, f"line {number}: {cell.strip()!r} is not a number") from None
+
+
+class TimestampReader:
+    """Turns nvidia-smi or ISO-8601 timestamp text into epoch ns, and names the clock used."""
+
+    def __init__(self, path: Path, utc_offset_s: int | None) -> None:
+        self.path = path
+        self.utc_offset_s = utc_offset_s
+        self.clocks: set[str] = set()
+
+    def __call__(self, number: int, text: str) -> int:
+        """Epoch nanoseconds of one timestamp cell."""
+        text = text.strip()
+        try:
+            local = datetime.strptime(text, LOCAL_FORMAT)
+        except ValueError:
+            return self.iso(number, text)
+        micros = local.microsecond * 1000
+        whole = local.replace(microsecond=0)
+        if self.utc_offset_s is not None:
+            self.clocks.add("nvidia-smi-localtime")
+            return (calendar.timegm(whole.timetuple()) - self.utc_offset_s) * 1_000_000_000 + micros
+        seconds = int(whole.timestamp())  # mktime: the parsing machine's local zone, DST-aware
+        self.clocks.add(f"nvidia-smi-localtime-assumed-{time.localtime(seconds).tm_zone}")
+        return seconds * 1_000_000_000 + micros
+
+    def iso(self, number: int, text: str) -> int:
+        """An ISO-8601 timestamp; one without an offset is read in the local zone."""
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise PowerLogError(
+                self.path, f"line {number}: timestamp {text!r} is not a known format"
+            ) from None
+        if moment.tzinfo is None:
+            self.clocks.add("iso8601-localtime-assumed")
+            moment = moment.astimezone()
+        else:
+            self.clocks.add("iso8601")
+        whole = moment.replace(microsecond=0)
+        return calendar.timegm(whole.utctimetuple()) * 1_000_000_000 + moment.microsecond * 1000
+
+
+def csv_sections(text: str) -> list[list[tuple[int, str]]]:
+    """The query-gpu CSV parts of a file as (line number, line) lists.
+
+    A plain log is one section; an nvidia_gpu_exporter capture bundle holds one per phase.
+    """
+    lines = list(enumerate(text.splitlines(), start=1))
+    if not any(BUNDLE_SECTION.match(line) for _, line in lines):
+        return [[(n, line) for n, line in lines if line.strip() and not line.startswith("#")]]
+    sections: list[list[tuple[int, str]]] = []
+    state = "outside"  # outside -> title (between the #### rules) -> body
+    for number, line in lines:
+        if BUNDLE_SECTION.match(line):
+            state, current = "title", []
+            sections.append(current)
+        elif line.startswith("####"):
+            state = "body" if state == "title" else "outside"
+        elif state == "body" and line.strip():
+            current.append((number, line))
+    return sections
+
+
+def parse_nvidia_smi_log(
+    path: Path, text: str, facts: dict[str, str], *, host: str | None, stamped: bool = False
+) -> pl.DataFrame:
+    """POWER_SAMPLES rows from nvidia-smi query-gpu CSV text (tracehouse header facts if any)."""
+    offset = facts.get("utc_offset_s")
+    reader = TimestampReader(path, int(offset) if offset is not None else None)
+    columns: dict[str, list] = {
+        "ts_unix_ns": [],
+        "device": [],
+        "host": [],
+        **{c: [] for c in VALUE_FIELDS.values()},
+    }
+    for section in csv_sections(text):
+        rows = [(n, line.partition("\t")[2] if stamped else line) for n, line in section]
+        read_section(path, rows, reader, columns, facts.get("host"))
+    if not columns["ts_unix_ns"]:
+        raise PowerLogError(path, "nvidia-smi log has a header but no sample rows")
+    clock = ",".join(sorted(reader.clocks))
+    return samples_frame(columns, host=host, source="nvidia-smi", clock=clock)
+
+
+def read_section(
+    path: Path,
+    rows: list[tuple[int, str]],
+    reader: TimestampReader,
+    columns: dict[str, list],
+    file_host: str | None,
+) -> None:
+    """Append the samples of one CSV section (header line first) to columns."""
+    if not rows or not is_query_gpu_header(rows[0][1]):
+        first = rows[0][0] if rows else 1
+        raise PowerLogError(
+            path, f"line {first}: expected a query-gpu header with timestamp, index, power.draw"
+        )
+    names = header_names(next(csv.reader([rows[0][1]])))
+    device_name = "gpu" if "gpu" in names else "index"  # wrapper scripts number GPUs in a `gpu` column
+    for number, line in rows[1:]:
+        if is_query_gpu_header(line):
+            names = header_names(next(csv.reader([line])))  # a restarted nvidia-smi repeats its header
+            continue
+        values = next(csv.reader([line], skipinitialspace=True))
+        if len(values) != len(names):
+            raise PowerLogError(
+                path, f"line {number}: {len(values)} fields for {len(names)} columns (truncated?)"
+            )
+        cells = dict(zip(names, values, strict=True))
+        device = parse_cell(path, number, cells[device_name])
+        if device is None:
+            raise PowerLogError(path, f"line {number}: no GPU index")
+        columns["ts_unix_ns"].append(reader(number, cells["timestamp"]))
+        columns["device"].append(int(device))
+        columns["host"].append(host_cell(cells.get("hostname")) or file_host)
+        for field, column in VALUE_FIELDS.items():
+            columns[column].append(parse_cell(path, number, cells[field]) if field in cells else None)
+
+
+def host_cell(cell: str | None) -> str | None:
+    """The `hostname` cell, None when absent or bracketed ([N/A])."""
+    if cell is None or not cell.strip() or cell.strip().startswith("["):
+        return None
+    return cell.strip()

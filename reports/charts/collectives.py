@@ -1,0 +1,46 @@
+"""Collective bus bandwidth against message size, one line per scale point."""
+
+from __future__ import annotations
+
+import altair as alt
+import duckdb
+from tracehouse.reports.charts import kit
+from tracehouse.reports.source import frame
+
+# One point per (run, op, message size): the median over matched instances and ranks, to plot.
+QUERY = """
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, c.run_id, r.world_size, c.op, c.bytes,
+       median(c.busbw_gbps) AS busbw_gbps, median(c.transfer_us) AS transfer_us, count(*) AS n
+FROM collective_instances c JOIN runs r USING (study, run_id)
+WHERE c.study = $1 AND c.busbw_gbps IS NOT NULL AND c.bytes > 0
+GROUP BY ALL
+ORDER BY strategy, r.world_size, c.op, c.bytes
+"""
+
+
+def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+    """Bus bandwidth (GB/s) vs message size on log2 axes; None when the study has no matched collective."""
+    rows = frame(con, QUERY, study)
+    if rows.is_empty():
+        return None
+    lines = (
+        kit.only_chosen_strategy(alt.Chart(rows))
+        .mark_line(point=True)
+        .encode(
+            x=kit.bytes_x(),
+            y=alt.Y("busbw_gbps:Q", title="bus bandwidth GB/s"),
+            color=alt.Color("world_size:O", title="devices", scale=alt.Scale(scheme="viridis")),
+            strokeDash=alt.StrokeDash("op:N", title="collective"),
+            detail="run_id:N",
+            tooltip=[
+                alt.Tooltip("run_id:N", title="run"),
+                "op:N",
+                alt.Tooltip("bytes:Q", format=",d"),
+                alt.Tooltip("busbw_gbps:Q", format=".2f", title="busbw GB/s"),
+                alt.Tooltip("transfer_us:Q", format=",.1f", title="transfer µs"),
+                alt.Tooltip("n:Q", title="instances"),
+            ],
+        )
+        .properties(width=kit.WIDTH, height=kit.HEIGHT)
+    )
+    return kit.with_strategy_signal(lines.facet(column=alt.Column("strategy:N", title=None)))

@@ -1,0 +1,68 @@
+"""Power and energy per scale point, or the reason there is none."""
+
+from __future__ import annotations
+
+import altair as alt
+import duckdb
+from tracehouse.reports.charts import kit
+from tracehouse.reports.source import columns, frame
+
+QUERY = """
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.run_id, s.world_size,
+       s.avg_power_w_per_device, s.energy_per_step_j, s.tokens_per_j
+FROM scale_points s JOIN runs r USING (study, run_id)
+WHERE s.study = $1 AND s.avg_power_w_per_device IS NOT NULL
+ORDER BY r.strategy, s.world_size
+"""
+# The manifest's power.unavailable_reason, kept as JSON text in run_manifests.power.
+REASON_QUERY = """
+SELECT DISTINCT json_extract_string(power, '$.unavailable_reason') AS reason
+FROM run_manifests
+WHERE study = $1 AND json_extract_string(power, '$.unavailable_reason') IS NOT NULL
+ORDER BY 1
+"""
+
+
+def power_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+    """Average power per device and tokens per joule against devices; None when no run has power."""
+    rows = frame(con, QUERY, study)
+    if rows.is_empty():
+        return None
+    base = kit.only_chosen_strategy(alt.Chart(rows)).encode(
+        x=kit.devices_x(),
+        color=kit.strategy_colour(),
+        tooltip=[
+            alt.Tooltip("run_id:N", title="run"),
+            alt.Tooltip("avg_power_w_per_device:Q", format=",.1f", title="W per device"),
+            alt.Tooltip("energy_per_step_j:Q", format=",.1f", title="J per step (all devices)"),
+            alt.Tooltip("tokens_per_j:Q", format=",.2f", title="tokens per J"),
+        ],
+    )
+    watts = (
+        base.mark_line(point=True)
+        .encode(y=alt.Y("avg_power_w_per_device:Q", title="average W per device", scale=alt.Scale(zero=True)))
+        .properties(width=kit.WIDTH, height=kit.HEIGHT, title="Power per device")
+    )
+    per_joule = (
+        base.mark_line(point=True)
+        .encode(y=alt.Y("tokens_per_j:Q", title="tokens per joule", scale=alt.Scale(zero=True)))
+        .properties(width=kit.WIDTH, height=kit.HEIGHT, title="Energy efficiency")
+    )
+    return kit.with_strategy_signal(alt.hconcat(watts, per_joule))
+
+
+def power_unavailable_reasons(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """The distinct reasons the study's run manifests give for capturing no power."""
+    if "power" not in columns(con, "run_manifests"):
+        return []
+    return frame(con, REASON_QUERY, study)["reason"].to_list()
+
+
+def power_note(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
+    """A sentence saying why there is no power chart, or None when there is one."""
+    if not frame(con, QUERY, study).is_empty():
+        return None
+    reasons = power_unavailable_reasons(con, study)
+    if not reasons:
+        return "No power was captured for this study, and its run manifests give no reason."
+    return "No power was captured for this study: " + "; ".join(reasons) + "."

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: trace builders, the shared data paths, warehouse and browser helpers."""
