@@ -6,8 +6,7 @@ import re
 
 from tracehouse.collectors.power.config import SamplerConfig
 from tracehouse.collectors.power.stamped_process import StampedProcessSampler
-from tracehouse.pipeline.parsers.power.common import format_log_header
-from tracehouse.pipeline.parsers.power.dcgmi import DCGMI_CLOCK
+from tracehouse.pipeline.common.power_log import DCGMI_CLOCK, format_log_header
 
 # 155 power W, 156 total energy mJ (counter), 150 temperature C, 203 GPU util %, 252 FB used MiB.
 FIELDS = (155, 156, 150, 203, 252)

@@ -7,7 +7,7 @@ import time
 
 from tracehouse.collectors.power.config import SamplerConfig
 from tracehouse.collectors.power.stamped_process import StampedProcessSampler
-from tracehouse.pipeline.parsers.power.common import format_log_header
+from tracehouse.pipeline.common.power_log import format_log_header
 
 QUERY = "timestamp,index,uuid,power.draw,temperature.gpu,utilization.gpu,memory.used"
 SAMPLE_ROW = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d")  # a row starts with its timestamp

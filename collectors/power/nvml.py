@@ -11,8 +11,7 @@ from typing import IO, Any
 
 from tracehouse.collectors.power.config import SamplerConfig
 from tracehouse.collectors.power.errors import PowerSourceError, from_nvml_error
-from tracehouse.pipeline.parsers.power.common import format_log_header
-from tracehouse.pipeline.parsers.power.nvml import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER
+from tracehouse.pipeline.common.power_log import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER, format_log_header
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracehouse.collectors.power.nvml import format_row
 from tracehouse.pipeline.common.errors import PowerLogError
-from tracehouse.pipeline.parsers.power.common import format_log_header
-from tracehouse.pipeline.parsers.power.nvml import NVML_HEADER
+from tracehouse.pipeline.common.power_log import NVML_HEADER, format_log_header
 from tracehouse.pipeline.parsers.power.parse import parse_power_log
 from tracehouse.pipeline.schema import POWER_SAMPLES
 

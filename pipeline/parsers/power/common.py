@@ -1,4 +1,5 @@
-"""What every power-log parser shares: the tracehouse log header, DCGM sentinels, the output frame."""
+"""What every power-log parser shares: DCGM sentinels and the output frame (the log header is
+`tracehouse.pipeline.common.power_log`)."""
 
 from __future__ import annotations
 
@@ -8,40 +9,12 @@ import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.schema import POWER_SAMPLES
 
-# First line of every log a tracehouse sampler writes; key=value facts follow the colon.
-LOG_MAGIC = "# tracehouse power log:"
-LOG_VERSION = 1
-
 # DCGM marks a missing value with numbers at the top of the type's range (dcgm_structs.h):
 # DCGM_INT64_BLANK = 0x7ffffffffffffff0 (and BLANK+1.. NOT_FOUND, NOT_SUPPORTED, ...),
 # DCGM_FP64_BLANK = 2**47 = 140737488355328.0 (and +1, +2, +3).
 INT64_BLANK = 0x7FFFFFFFFFFFFFF0
 FP64_BLANK = 140737488355328.0
 FP64_BLANK_SPAN = 16.0
-
-
-def format_log_header(**facts: object) -> str:
-    """The first line of a sampler's log, e.g. `# tracehouse power log: version=1 source=nvml`."""
-    for key, value in facts.items():
-        if any(ch.isspace() for ch in f"{key}{value}") or "=" in f"{key}{value}":
-            raise ValueError(f"log header fact {key}={value!r} must not contain spaces or '='")
-    body = " ".join(f"{key}={value}" for key, value in {"version": LOG_VERSION, **facts}.items())
-    return f"{LOG_MAGIC} {body}\n"
-
-
-def parse_log_header(path: Path, line: str) -> dict[str, str]:
-    """The key=value facts of a tracehouse log header line."""
-    facts: dict[str, str] = {}
-    for token in line[len(LOG_MAGIC) :].split():
-        key, sep, value = token.partition("=")
-        if not sep:
-            raise PowerLogError(path, f"malformed tracehouse log header token {token!r}")
-        facts[key] = value
-    if facts.get("version") != str(LOG_VERSION):
-        raise PowerLogError(
-            path, f"tracehouse power log version {facts.get('version')!r} is not {LOG_VERSION}"
-        )
-    return facts
 
 
 def is_dcgm_blank(value: float) -> bool:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.common.power_log import DCGMI_CLOCK
 from tracehouse.pipeline.parsers.power.common import dcgm_number, samples_frame
-
-DCGMI_CLOCK = "host-realtime-at-read"
 
 # dmon column name (DCGM's short name) -> (POWER_SAMPLES column, divisor to its unit).
 # 1002 SMACT, 1004 TENSO, 1005 DRAMA are read but have no column in POWER_SAMPLES yet.

@@ -6,20 +6,13 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.common.power_log import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER
 from tracehouse.pipeline.parsers.power.common import divided, finish_frame
 
-# The sampler writes exactly these columns, in NVML's own integer units (lossless).
-NVML_COLUMNS: dict[str, pl.DataType] = {
-    "ts_unix_ns": pl.Int64,  # host CLOCK_REALTIME when the device was read
-    "device": pl.Int32,  # NVML device index
-    "power_mw": pl.Int64,  # nvmlDeviceGetPowerUsage
-    "energy_counter_mj": pl.Int64,  # nvmlDeviceGetTotalEnergyConsumption (since driver load)
-    "temperature_c": pl.Int64,  # nvmlDeviceGetTemperature(GPU)
-    "gpu_util_pct": pl.Int64,  # nvmlDeviceGetUtilizationRates().gpu
-    "mem_used_bytes": pl.Int64,  # nvmlDeviceGetMemoryInfo().used
+# NVML_COLUMNS (the format, shared with the sampler) with the type each is read as.
+NVML_SCHEMA: dict[str, pl.DataType] = {
+    name: pl.Int32 if name == "device" else pl.Int64 for name in NVML_COLUMNS
 }
-NVML_HEADER = ",".join(NVML_COLUMNS)
-NVML_CLOCK = "host-realtime"
 
 
 def parse_nvml_log(path: Path, text: str, facts: dict[str, str], *, host: str | None) -> pl.DataFrame:
@@ -34,7 +27,7 @@ def parse_nvml_log(path: Path, text: str, facts: dict[str, str], *, host: str | 
                 path, f"NVML log row {number} has {line.count(',') + 1} fields, not {expected}"
             )
     try:
-        raw = pl.read_csv("\n".join(lines).encode(), schema=NVML_COLUMNS)
+        raw = pl.read_csv("\n".join(lines).encode(), schema=NVML_SCHEMA)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise PowerLogError(path, f"NVML log has a malformed row: {exc}") from exc
     if raw.select(pl.any_horizontal(pl.col("ts_unix_ns", "device").is_null()).any()).item():

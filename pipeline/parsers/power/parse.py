@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
-from tracehouse.pipeline.parsers.power.common import LOG_MAGIC, parse_log_header
+from tracehouse.pipeline.common.power_log import LOG_MAGIC, parse_log_header
 from tracehouse.pipeline.parsers.power.dcgmi import UNSTAMPED_REASON, is_dmon_header, parse_dcgmi_log
 from tracehouse.pipeline.parsers.power.nvidia_smi import (
     BUNDLE_SECTION,
