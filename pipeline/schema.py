@@ -115,6 +115,7 @@ INGEST_ERRORS: dict[str, pl.DataType] = {
     "content_hash": pl.String,
     "reason": pl.String,
     "at": pl.Datetime("us", "UTC"),
+    "internal": pl.Boolean,
 }
 
 

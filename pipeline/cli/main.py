@@ -3,8 +3,8 @@
 Each subcommand lives in its own small module exposing `register(subparsers)`, which adds
 the parser and sets `handler(args) -> int`. Library errors (`TracehouseError`) become one
 line on stderr and exit status 2; any other exception is a bug, reported as one line and exit
-status 70 (EX_SOFTWARE), with the traceback only when TRACEHOUSE_DEBUG=1. A bug met while
-ingesting a file on a worker (IngestBugError) is reported the same way.
+status 70 (EX_SOFTWARE), with the traceback only when TRACEHOUSE_DEBUG=1. (A bug met while
+ingesting one file fails only that file, marked as an internal error: see `ingest.tasks`.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 
-from tracehouse.pipeline.common.errors import IngestBugError, TracehouseError, one_line
+from tracehouse.pipeline.common.errors import DEBUG_VARIABLE, TracehouseError, one_line
 
 # Modules whose `register` adds one or more subcommands, in the order help lists them.
 COMMAND_MODULES = (
@@ -26,7 +26,6 @@ COMMAND_MODULES = (
 )
 # Exit status of an unexpected exception (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR = 70
-DEBUG_VARIABLE = "TRACEHOUSE_DEBUG"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,9 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except IngestBugError as exc:  # a bug met on a worker: one line already, and a bug's status
-        print(f"tracehouse {args.command}: internal error: {exc}", file=sys.stderr)
-        return INTERNAL_ERROR
     except TracehouseError as exc:
         print(f"tracehouse {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Set to 1 in the environment to see the traceback of a tracehouse bug instead of its one line.
+DEBUG_VARIABLE = "TRACEHOUSE_DEBUG"
+
 
 def one_line(value: object) -> str:
     """Any text (an exception's message, a reason) as one line: runs of whitespace become one space."""
@@ -45,17 +48,3 @@ class WarehouseError(TracehouseError):
 
 class SchedulerError(TracehouseError):
     """The Dask scheduler address given is malformed, or nothing answers there."""
-
-
-class IngestBugError(TracehouseError):
-    """A bug in tracehouse (not in the file) while ingesting one file; the whole ingest stops."""
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(path, detail)  # both in args, so the error pickles back from a Dask worker
-        self.path, self.detail = path, detail
-
-    def __str__(self) -> str:
-        return (
-            f"{self.path}: tracehouse bug while ingesting this file (the file is not blamed; "
-            f"nothing of it was registered): {self.detail}"
-        )

@@ -108,14 +108,20 @@ def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path,
 
 
 def record_error(
-    connection: duckdb.DuckDBPyConnection, path: str, content_hash: str | None, reason: str
+    connection: duckdb.DuckDBPyConnection,
+    path: str,
+    content_hash: str | None,
+    reason: str,
+    *,
+    internal: bool = False,
 ) -> None:
     """Record one failed file in ingest_errors, replacing the path's earlier rows (the latest attempt)."""
     with _transaction(connection):
         connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
         connection.execute(
-            'INSERT INTO ingest_errors (path, content_hash, reason, "at") VALUES (?, ?, ?, now())',
-            [path, content_hash, reason],
+            'INSERT INTO ingest_errors (path, content_hash, reason, "at", internal) '
+            "VALUES (?, ?, ?, now(), ?)",
+            [path, content_hash, reason, internal],
         )
 
 

@@ -6,7 +6,8 @@ catalog row in one transaction (see `ingest_register`), so a file's rows appear 
 at all. It holds the catalog read-write only in short phases (readers work in between) and
 the warehouse's ingest lock throughout. Files whose content hash is already registered are
 skipped; Parquet files no transaction registered (an interrupted ingest) are deleted at the
-start of the next ingest. A bad `--scheduler` or a tracehouse bug stops the ingest with one line.
+start of the next ingest. One file's failure, a tracehouse bug included, fails that file only; a
+bad `--scheduler` or an unusable warehouse stops the ingest with one line.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from typing import Any
 
 import dask
 from dask.local import get_sync
-from tracehouse.pipeline.common.errors import SchedulerError, TracehouseError, one_line
+from tracehouse.pipeline.common.errors import DEBUG_VARIABLE, SchedulerError, one_line
 from tracehouse.pipeline.discovery.jobs import Discovery
 from tracehouse.pipeline.discovery.search import discover
 from tracehouse.pipeline.ingest.catalog import clean_orphans, ingest_lock, register_run, registered_hashes
 from tracehouse.pipeline.ingest.register import Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.summary import IngestSummary
-from tracehouse.pipeline.ingest.tasks import FileOutcome, hash_file, load_power, load_trace
+from tracehouse.pipeline.ingest.tasks import FileOutcome, failed_internally, hash_file, load_power, load_trace
 from tracehouse.pipeline.progress import Progress, make_progress
 from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse
 
@@ -135,14 +136,14 @@ def _on_client(
 
 
 def _outcome(future: Any, fn: Callable[..., FileOutcome], job: Any) -> FileOutcome:
-    """A completed task's outcome; a worker that died fails its file, a tracehouse bug stops the ingest."""
+    """A completed task's outcome; a task that raised (a worker died, a bug) fails its file only."""
     try:
         return future.result()
-    except TracehouseError:  # IngestBugError
-        raise
     except Exception as exc:
+        if os.environ.get(DEBUG_VARIABLE) == "1":
+            raise
         kind = "power" if fn is load_power else "trace"
-        return FileOutcome(kind=kind, path=str(job.path), status="failed", reason=f"task failed: {exc!r}")
+        return failed_internally(kind, job.path, exc)
 
 
 def ingest(

@@ -124,11 +124,13 @@ class Batch:
         finally:
             self._connection = None
 
-    def fail(self, path: str, content_hash: str | None, reason: str) -> None:
+    def fail(self, path: str, content_hash: str | None, reason: str, *, internal: bool = False) -> None:
         """Record a failed file in the catalog, the summary and the progress report."""
         reason = one_line(reason)
-        record_error(self._connection, path, content_hash, reason)
+        record_error(self._connection, path, content_hash, reason, internal=internal)
         self.summary.failed.append((path, reason))
+        if internal:
+            self.summary.internal_errors.append(path)
         self.progress.file_done(path, "failed", reason)
 
     def fail_unread(self, path: str, reason: str) -> None:
@@ -139,7 +141,9 @@ class Batch:
         """Register, skip or fail one task's outcome, then settle the rank claims it may free."""
         job = self.open.finish(outcome.path) if outcome.kind == "trace" else None
         if outcome.status == "failed":
-            self.fail(outcome.path, outcome.content_hash, outcome.reason or "failed")
+            self.fail(
+                outcome.path, outcome.content_hash, outcome.reason or "failed", internal=outcome.internal
+            )
         elif outcome.status == "skipped" or outcome.content_hash in self.seen:
             self._skip(outcome)
         elif (problem := partition_problem(self.warehouse_dir, outcome.files)) is not None:

@@ -14,6 +14,7 @@ class IngestSummary:
     loaded: int = 0
     skipped: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)  # failed paths whose cause is a tracehouse bug
     events: int = 0
     power_files: int = 0
     seconds: float = 0.0
@@ -29,7 +30,9 @@ class IngestSummary:
             "warehouse": self.warehouse,
             "loaded": self.loaded,
             "skipped": self.skipped,
-            "failed": [{"path": p, "reason": r} for p, r in self.failed],
+            "failed": [
+                {"path": p, "reason": r, "internal": p in self.internal_errors} for p, r in self.failed
+            ],
             "events": self.events,
             "power_files": self.power_files,
             "seconds": round(self.seconds, 3),

@@ -1,8 +1,10 @@
 """Worker side of ingest: one task per source file hashes, parses and writes its Parquet partitions.
 
-Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers. A bad
-input becomes a failed outcome; a bug of tracehouse itself raises `IngestBugError`, which stops
-the whole ingest instead of blaming the file.
+Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers. Whatever
+goes wrong with one file fails that file only, so one odd file never costs the batch: a bad
+input with its one-line reason, anything else as an internal error (a tracehouse bug, marked so
+that it is not mistaken for bad input, named with the place it was raised so a user can report
+it). With TRACEHOUSE_DEBUG=1 a bug is raised instead, for its traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from tracehouse.pipeline.common.errors import IngestBugError, InputFileError, RankConflictError, one_line
+from tracehouse.pipeline.common.errors import (
+    DEBUG_VARIABLE,
+    InputFileError,
+    RankConflictError,
+    one_line,
+)
 from tracehouse.pipeline.discovery.jobs import PowerJob, TraceJob
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
@@ -25,8 +33,8 @@ from tracehouse.pipeline.warehouse import TRACE_TABLES
 
 HASH_CHUNK = 1 << 20
 
-# Exceptions that mean tracehouse's own code is broken, whatever the input: they stop the ingest.
-PROGRAMMING_ERRORS = (ImportError, SyntaxError, AssertionError, NameError, AttributeError, TypeError)
+# How an internal error's reason begins (ingest_errors.reason, the terminal, --json).
+INTERNAL_PREFIX = "internal error (a tracehouse bug, not a fault of the file; please report this line): "
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +46,7 @@ class FileOutcome:
     status: str  # loaded | skipped | failed
     content_hash: str | None = None
     reason: str | None = None
+    internal: bool = False  # failed by a tracehouse bug, not by its input
     row: dict[str, Any] = field(default_factory=dict)  # the traces / power_files row
     files: tuple[tuple[str, str, int], ...] = ()  # (table, path relative to warehouse, rows)
     n_rows: int = 0  # events of a trace, samples of a power log
@@ -151,18 +160,25 @@ def _load(
 
 
 def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutcome:
-    """Run one file's work; a bad input becomes a failed outcome, a tracehouse bug an IngestBugError."""
+    """Run one file's work; whatever goes wrong fails this file only (a bug marked as internal)."""
     try:
         return work()
     except (InputFileError, RankConflictError) as exc:
         reason = exc.reason if isinstance(exc, InputFileError) else str(exc)
     except OSError as exc:
         reason = f"cannot read: {exc.strerror or exc}"
-    except PROGRAMMING_ERRORS as exc:
-        raise IngestBugError(str(path), bug_detail(exc)) from None
-    except Exception as exc:  # one odd file must not stop the others; the reason names the cause
-        reason = f"unexpected {type(exc).__name__}: {exc}"
+    except Exception as exc:
+        if os.environ.get(DEBUG_VARIABLE) == "1":
+            raise
+        return failed_internally(kind, path, exc)
     return FileOutcome(kind=kind, path=str(path), status="failed", reason=one_line(reason))
+
+
+def failed_internally(kind: str, path: Path | str, exc: BaseException) -> FileOutcome:
+    """The outcome of a file whose work met a tracehouse bug."""
+    return FileOutcome(
+        kind=kind, path=str(path), status="failed", reason=INTERNAL_PREFIX + bug_detail(exc), internal=True
+    )
 
 
 def bug_detail(exc: BaseException) -> str:

@@ -3,5 +3,8 @@ CREATE TABLE IF NOT EXISTS ingest_errors (
     path VARCHAR NOT NULL,
     content_hash VARCHAR,  -- NULL when the file could not be read at all
     reason VARCHAR NOT NULL,  -- one line
-    "at" TIMESTAMPTZ NOT NULL  -- quoted: AT is a keyword
+    "at" TIMESTAMPTZ NOT NULL,  -- quoted: AT is a keyword
+    internal BOOLEAN NOT NULL DEFAULT false  -- failed by a tracehouse bug, not by its input
 );
+-- Warehouses made before the column existed gain it (their rows were all input errors).
+ALTER TABLE ingest_errors ADD COLUMN IF NOT EXISTS internal BOOLEAN DEFAULT false;

@@ -47,7 +47,7 @@ def test_a_listed_trace_that_does_not_exist_fails_and_the_others_load(tmp_path, 
     reason = f"the trace of rank 1 listed in {manifest} does not exist"
     assert code == 1 and (summary["loaded"], summary["failed"]) == (
         1,
-        [{"path": str(missing), "reason": reason}],
+        [{"path": str(missing), "reason": reason, "internal": False}],
     )
     assert errors == [f"tracehouse ingest: error: {missing}: {reason}"]
     assert recorded(capsys, wh) == [(str(missing), reason)]
@@ -63,6 +63,7 @@ def test_a_manifest_whose_traces_are_all_missing_is_not_silent(tmp_path, capsys)
         {
             "path": str(run / "rank0.json"),
             "reason": f"the trace of rank 0 listed in {manifest} does not exist",
+            "internal": False,
         }
     ]
 
@@ -145,5 +146,9 @@ def test_a_rank_option_contradicting_the_manifest_fails(tmp_path, capsys):
     code, summary, _ = ingest_json(capsys, *args)
     assert (code, summary["loaded"]) == (1, 0)
     assert summary["failed"] == [
-        {"path": str(trace), "reason": "--rank says rank 1 but manifest.json lists it as rank 0"}
+        {
+            "path": str(trace),
+            "reason": "--rank says rank 1 but manifest.json lists it as rank 0",
+            "internal": False,
+        }
     ]

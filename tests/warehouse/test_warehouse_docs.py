@@ -26,7 +26,7 @@ def documented() -> dict[str, dict[str, tuple[str, str]]]:
 
 def test_docs_match_schema():
     assert DOC.read_text() == render(), (
-        "docs/warehouse.md is stale: run .venv/bin/python tests/warehouse/warehouse_doc.py"
+        "docs/warehouse.md is stale: run .venv/bin/python tests/support/warehouse_doc.py"
     )
 
 

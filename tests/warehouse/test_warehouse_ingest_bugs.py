@@ -1,21 +1,30 @@
-"""A bug of tracehouse while ingesting a file stops the ingest with one line; the file is not blamed."""
+"""A bug of tracehouse while ingesting one file fails that file only, marked as an internal error.
+
+The rest of the batch loads, the exit status says something failed, the reason names the bug
+and where it was raised (so a user can report it), and ingest_errors marks it `internal`, so a
+bug is never mistaken for bad input. TRACEHOUSE_DEBUG=1 raises it instead, for the traceback.
+"""
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
+import duckdb
 import pytest
 import tracehouse.pipeline.ingest.tasks as ingest_tasks
 import tracehouse.pipeline.parsers.kineto.parse as kineto
 from support.wh_helpers import count, write_trace
-from tracehouse.pipeline.cli.main import INTERNAL_ERROR, main
-from tracehouse.pipeline.common.errors import IngestBugError
+from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.ingest.driver import ingest
 
 
 def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if "error" in line]
+
+
+def ingest_errors(wh: Path) -> list[tuple]:
+    with duckdb.connect(str(wh / "tracehouse.duckdb"), read_only=True) as c:
+        return c.sql("SELECT path, reason, internal FROM ingest_errors ORDER BY path").fetchall()
 
 
 def break_parser_for(monkeypatch, broken: Path, exc: Exception) -> None:
@@ -42,27 +51,40 @@ def data_partitions(wh: Path) -> list[Path]:
         NameError("name 'frame' is not defined"),
         ImportError("cannot import name 'gone' from 'tracehouse.pipeline.parsers'"),
         AssertionError("rows out of order"),
+        ValueError("a polars-like error nobody anticipated"),
     ],
 )
-def test_a_bug_stops_the_ingest_with_one_line_and_blames_no_file(tmp_path, capsys, monkeypatch, exc):
-    write_trace(tmp_path / "run" / "a.json", rank=0)
+def test_a_bug_fails_its_file_only_marked_internal(tmp_path, capsys, monkeypatch, exc):
+    good_a = write_trace(tmp_path / "run" / "a.json", rank=0)
     bug = write_trace(tmp_path / "run" / "b.json", rank=1, n_kernels=2)
-    write_trace(tmp_path / "run" / "c.json", rank=2, n_kernels=4)
+    good_c = write_trace(tmp_path / "run" / "c.json", rank=2, n_kernels=4)
     break_parser_for(monkeypatch, bug, exc)
     wh = tmp_path / "wh"
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == INTERNAL_ERROR
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == 1
     lines = error_lines(capsys.readouterr().err)
     assert len(lines) == 1, lines
-    expected = f"tracehouse ingest: internal error: {bug}: tracehouse bug while ingesting this file"
-    assert lines[0].startswith(expected)
-    assert f"{type(exc).__name__}: {exc}" in lines[0]
-    assert count(wh, "ingest_errors") == 0
-    # Nothing half-registered: a, whose rank could still be claimed by b or c, was rolled back.
-    assert count(wh, "traces") == 0 and count(wh, "parquet_files") == 0
+    assert lines[0].startswith(f"tracehouse ingest: error: {bug}: {ingest_tasks.INTERNAL_PREFIX}")
+    assert f"{type(exc).__name__}: {exc} (at test_warehouse_ingest_bugs.py:" in lines[0]
+    [(path, reason, internal)] = ingest_errors(wh)
+    assert (path, internal) == (str(bug), True) and reason.startswith(ingest_tasks.INTERNAL_PREFIX)
+    assert count(wh, "traces") == 2
+    assert count(wh, f"traces WHERE path IN ('{good_a}', '{good_c}')") == 2
 
-    monkeypatch.undo()  # tracehouse fixed: everything loads
+    monkeypatch.undo()  # tracehouse fixed: the failed file loads, its error row goes
     summary = ingest([tmp_path / "run"], wh)
-    assert (summary.loaded, summary.skipped, summary.failed) == (3, 0, [])
+    assert (summary.loaded, summary.skipped, summary.failed) == (1, 2, [])
+    assert ingest_errors(wh) == []
+
+
+def test_the_summary_marks_internal_failures(tmp_path, monkeypatch):
+    write_trace(tmp_path / "run" / "a.json", rank=0)
+    bug = write_trace(tmp_path / "run" / "b.json", rank=1)
+    (tmp_path / "run" / "c.json").write_text('{"traceEvents": [')
+    break_parser_for(monkeypatch, bug, TypeError("boom"))
+    summary = ingest([tmp_path / "run"], tmp_path / "wh")
+    failed = {entry["path"]: entry["internal"] for entry in summary.to_dict()["failed"]}
+    assert failed == {str(bug): True, str(tmp_path / "run" / "c.json"): False}
+    assert summary.loaded == 1 and summary.exit_code == 1
 
 
 def test_a_bug_after_the_writes_leaves_no_parquet(tmp_path, capsys, monkeypatch):
@@ -73,31 +95,23 @@ def test_a_bug_after_the_writes_leaves_no_parquet(tmp_path, capsys, monkeypatch)
 
     monkeypatch.setattr(ingest_tasks, "_trace_row", broken_row)
     wh = tmp_path / "wh"
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == INTERNAL_ERROR
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh)]) == 1
     assert "AttributeError: 'TraceMeta' object has no attribute 'hosts'" in capsys.readouterr().err
-    assert data_partitions(wh) == [] and count(wh, "ingest_errors") == 0
+    assert data_partitions(wh) == [] and count(wh, "traces") == 0
+    assert [internal for _, _, internal in ingest_errors(wh)] == [True]
 
 
-def test_files_settled_before_a_bug_stay_loaded(tmp_path, capsys, monkeypatch):
-    good = write_trace(tmp_path / "one" / "r0.json", rank=0)
-    bug = write_trace(tmp_path / "two" / "r0.json", rank=0, n_kernels=2)
+def test_debug_raises_the_bug_for_its_traceback(tmp_path, monkeypatch):
+    bug = write_trace(tmp_path / "run" / "a.json", rank=0)
     break_parser_for(monkeypatch, bug, TypeError("boom"))
-    wh = tmp_path / "wh"
-    assert main(["ingest", str(good.parent), str(bug.parent), "--warehouse", str(wh)]) == INTERNAL_ERROR
-    assert "TypeError: boom" in capsys.readouterr().err
-    assert count(wh, "traces") == 1 and count(wh, f"traces WHERE path = '{good}'") == 1
+    monkeypatch.setenv("TRACEHOUSE_DEBUG", "1")
+    with pytest.raises(TypeError, match="boom"):
+        main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")])
 
 
-def test_a_data_error_still_fails_only_its_file(tmp_path, capsys):
+def test_a_data_error_is_not_marked_internal(tmp_path, capsys):
     write_trace(tmp_path / "run" / "a.json", rank=0)
     (tmp_path / "run" / "b.json").write_text('{"traceEvents": [')
     assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")]) == 1
-    assert count(tmp_path / "wh", "traces") == 1 and count(tmp_path / "wh", "ingest_errors") == 1
-
-
-def test_the_bug_error_crosses_from_a_dask_worker_whole():
-    error = pickle.loads(pickle.dumps(IngestBugError("/d/a.json", "TypeError: boom (at kineto.py:63)")))
-    assert str(error) == (
-        "/d/a.json: tracehouse bug while ingesting this file (the file is not blamed; "
-        "nothing of it was registered): TypeError: boom (at kineto.py:63)"
-    )
+    assert count(tmp_path / "wh", "traces") == 1
+    assert [internal for _, _, internal in ingest_errors(tmp_path / "wh")] == [False]
