@@ -21,8 +21,10 @@ def independent_facts(path) -> tuple[int | None, int]:
 
 @pytest.mark.slow
 def test_every_shared_trace_ingests(shared_data, tmp_path, capsys):
-    traces = sorted((shared_data / "traces").rglob("*.json.gz"))
-    assert len(traces) == 22
+    # The MTIA trace's call tree does not nest cleanly, which makes every refresh after it slow
+    # (issue: the warehouse at scale): ingested last, only its own refresh pays for it.
+    traces = sorted((shared_data / "traces").rglob("*.json.gz"), key=lambda p: ("mtia" in p.name, p))
+    assert len(traces) == 23
     wh = tmp_path / "wh"
     expected = {}
     for path in traces:
