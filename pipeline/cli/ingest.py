@@ -35,11 +35,6 @@ def run(args: argparse.Namespace) -> int:
     summary = ingest(args.paths, args.warehouse, **ingest_choices(args), progress="auto")
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
-    s = summary
-    print(
-        f"tracehouse ingest: {s.loaded} loaded, {s.skipped} skipped, {len(s.failed)} failed, "
-        f"{s.events} events, "
-        f"{s.power_files} power logs in {s.seconds:.1f} s -> {s.warehouse}",
-        file=sys.stderr,
-    )
+    for line in summary.report_lines("tracehouse ingest"):
+        print(line, file=sys.stderr)
     return summary.exit_code

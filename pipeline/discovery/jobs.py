@@ -45,3 +45,4 @@ class Discovery:
     power: list[PowerJob] = field(default_factory=list)
     runs: list[RunSource] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    not_traces: list[str] = field(default_factory=list)  # JSON files found by searching that are no trace

@@ -7,9 +7,11 @@ directory form one run. A `manifest.json` beside them names the study and run (w
 here it comes from `--rank FILE=N` or the manifest; otherwise the trace's own
 `distributedInfo.rank` decides after parsing.
 
-Nothing found is dropped in silence: a file listed in a manifest that does not exist, a file
-listed for two ranks, or every trace of a folder whose manifest is invalid becomes an error
-of that path, which ingest records in `ingest_errors`.
+A JSON file found by searching that is not a trace (no `traceEvents`, not an array of events:
+a `config.json`, metrics) is skipped and named in `not_traces` (see `sniff`); a file the user
+names is always read as a trace. Nothing else found is dropped in silence: a file listed in a
+manifest that does not exist, a file listed for two ranks, or every trace of a folder whose
+manifest is invalid becomes an error of that path, which ingest records in `ingest_errors`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tracehouse.pipeline.common.errors import ManifestError
 from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
 from tracehouse.pipeline.discovery.jobs import Discovery, PowerJob, RunSource, TraceJob
 from tracehouse.pipeline.discovery.ranks import RankOptions
+from tracehouse.pipeline.discovery.sniff import is_profiler_trace_name, looks_like_trace
 
 DEFAULT_STUDY = "default"
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -67,6 +70,8 @@ def discover(
     for f in candidates.files:
         by_dir.setdefault(f.parent, []).append(f)
     folders = [_read_folder(d, files, candidates, found) for d, files in sorted(by_dir.items())]
+    for folder in folders:
+        folder.traces = _without_other_json(folder, candidates, found)
     options = RankOptions(ranks or {}, [f for folder in folders for f in folder.traces])
     seen_runs: dict[tuple[str, str], RunSource] = {}
     for folder in folders:
@@ -90,10 +95,31 @@ def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
         elif path.is_file():
             files.setdefault(path, None)
             candidates.explicit.add(path)
+        elif path.exists():
+            found.errors.append((str(given), "not a regular file"))
         else:
             found.errors.append((str(given), "no such file or directory"))
     candidates.files = list(files)
     return candidates
+
+
+def _without_other_json(folder: _Folder, candidates: _Candidates, found: Discovery) -> list[Path]:
+    """A folder's traces less the JSON files that searching found and that are no trace (named, skipped).
+
+    Files the user named, files the manifest lists and `*.pt.trace.json*` files are always traces.
+    """
+    kept = []
+    for path in folder.traces:
+        if (
+            path in candidates.explicit
+            or path in folder.listed
+            or is_profiler_trace_name(path)
+            or looks_like_trace(path)
+        ):
+            kept.append(path)
+        else:
+            found.not_traces.append(str(path))
+    return kept
 
 
 def _read_folder(directory: Path, files: list[Path], candidates: _Candidates, found: Discovery) -> _Folder:

@@ -161,7 +161,7 @@ def ingest(
     with scheduler_client(scheduler) as client:  # first: a bad scheduler writes nothing
         found = discover(paths, study=study, run=run, ranks=ranks)
         warehouse = create_warehouse(Path(warehouse_dir)).absolute()
-        summary = IngestSummary(warehouse=str(warehouse))
+        summary = IngestSummary(warehouse=str(warehouse), not_traces=list(found.not_traces))
         reporter = make_progress(progress)
         try:
             with ingest_lock(warehouse):

@@ -15,6 +15,7 @@ class IngestSummary:
     skipped: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)  # failed paths whose cause is a tracehouse bug
+    not_traces: list[str] = field(default_factory=list)  # JSON files found by searching, skipped: no trace
     events: int = 0
     power_files: int = 0
     seconds: float = 0.0
@@ -33,7 +34,18 @@ class IngestSummary:
             "failed": [
                 {"path": p, "reason": r, "internal": p in self.internal_errors} for p, r in self.failed
             ],
+            "not_traces": list(self.not_traces),
             "events": self.events,
             "power_files": self.power_files,
             "seconds": round(self.seconds, 3),
         }
+
+    def report_lines(self, prefix: str) -> list[str]:
+        """What the terminal shows after the files: files skipped as no trace, then the closing counts."""
+        lines = [f"{prefix}: not a trace, skipped: {path}" for path in self.not_traces]
+        not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
+        lines.append(
+            f"{prefix}: {self.loaded} loaded, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "
+            f"{self.events} events, {self.power_files} power logs in {self.seconds:.1f} s -> {self.warehouse}"
+        )
+        return lines
