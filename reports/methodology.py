@@ -65,14 +65,13 @@ POWER_RULE = (
 )
 
 POWER_METHOD_QUERY = """
-SELECT s.run_id, p.sources AS power_source,
+SELECT s.run_id, c.source AS power_source,
        CASE s.energy_method WHEN 'counter' THEN 'energy counter difference'
             WHEN 'trapezoid' THEN 'trapezoid integral of power' ELSE s.energy_method END AS energy_from,
        s.avg_power_w_per_device, s.energy_per_step_j
 FROM scale_points s
 JOIN runs r USING (study, run_id)
-LEFT JOIN (SELECT run_id, string_agg(DISTINCT source, ', ') AS sources FROM power_samples GROUP BY run_id) p
-    USING (run_id)
+LEFT JOIN power_coverage c USING (study, run_id)
 WHERE s.study = $1 AND s.avg_power_w_per_device IS NOT NULL
 ORDER BY r.strategy, r.world_size, s.run_id
 """

@@ -8,35 +8,23 @@ from tracehouse.reports.charts import kit
 from tracehouse.reports.source import frame, has_relation
 
 TOP = 8
-# Until the SQL layer has a per-run kernel/op totals view (requested), read the raw events table:
-# GPU runs rank device events (kernels, memcpy, memset); CPU runs rank cpu_op inclusive time.
+# top_kernels ranks each run's kernel (GPU) or op (CPU) names by time; the chart keeps the first TOP.
 QUERY = """
-WITH per_run AS (
-    SELECT run_id, bool_or(kind IN ('kernel', 'memcpy', 'memset')) AS has_gpu, count(DISTINCT rank) AS ranks
-    FROM events WHERE study = $1 GROUP BY run_id
-), totals AS (
-    SELECT e.run_id, e.kind, e.name, count(*) AS calls,
-           sum(e.dur_ns) / 1e6 / any_value(p.ranks) AS ms_per_rank
-    FROM events e JOIN per_run p USING (run_id)
-    WHERE e.study = $1 AND e.dur_ns > 0
-      AND (CASE WHEN p.has_gpu THEN e.kind IN ('kernel', 'memcpy', 'memset') ELSE e.kind = 'cpu_op' END)
-    GROUP BY e.run_id, e.kind, e.name
-)
-SELECT coalesce(r.strategy, 'unspecified') AS strategy, t.run_id, r.world_size, t.kind, t.name,
-       t.calls, t.ms_per_rank,
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, k.run_id, r.world_size, k.kind, k.name,
+       k.calls, k.us_per_rank / 1e3 AS ms_per_rank,
        coalesce(r.strategy, '') || ' · ' || r.world_size || ' devices' AS scale_point,
        dense_rank() OVER (ORDER BY r.strategy, r.world_size) AS panel
-FROM totals t JOIN runs r ON r.study = $1 AND r.run_id = t.run_id
-QUALIFY row_number() OVER (PARTITION BY t.run_id ORDER BY t.ms_per_rank DESC, t.name) <= {top}
-ORDER BY panel, t.ms_per_rank DESC
+FROM top_kernels k JOIN runs r USING (study, run_id)
+WHERE k.study = $1 AND k.time_rank <= $2
+ORDER BY panel, k.us_per_rank DESC, k.run_id, k.time_rank
 """
 
 
 def top_kernels_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
     """Horizontal bars of the top kernels/ops by time per rank, one panel per scale point."""
-    if not has_relation(con, "events"):
+    if not has_relation(con, "top_kernels"):
         return None
-    rows = frame(con, QUERY.format(top=TOP), study)
+    rows = frame(con, QUERY, study, TOP)
     if rows.is_empty():
         return None
     bars = (

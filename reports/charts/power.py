@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import duckdb
 from tracehouse.reports.charts import kit
-from tracehouse.reports.source import columns, frame
+from tracehouse.reports.source import frame
 
 QUERY = """
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.run_id, s.world_size,
@@ -14,11 +14,12 @@ FROM scale_points s JOIN runs r USING (study, run_id)
 WHERE s.study = $1 AND s.avg_power_w_per_device IS NOT NULL
 ORDER BY r.strategy, s.world_size
 """
-# The manifest's power.unavailable_reason, kept as JSON text in run_manifests.power.
+COVERAGE_QUERY = """
+SELECT coalesce(bool_or(has_power), false) AS has_power FROM power_coverage WHERE study = $1
+"""
 REASON_QUERY = """
-SELECT DISTINCT json_extract_string(power, '$.unavailable_reason') AS reason
-FROM run_manifests
-WHERE study = $1 AND json_extract_string(power, '$.unavailable_reason') IS NOT NULL
+SELECT DISTINCT unavailable_reason AS reason FROM power_coverage
+WHERE study = $1 AND unavailable_reason IS NOT NULL
 ORDER BY 1
 """
 
@@ -53,14 +54,12 @@ def power_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin
 
 def power_unavailable_reasons(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
     """The distinct reasons the study's run manifests give for capturing no power."""
-    if "power" not in columns(con, "run_manifests"):
-        return []
     return frame(con, REASON_QUERY, study)["reason"].to_list()
 
 
 def power_note(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
     """A sentence saying why there is no power chart, or None when there is one."""
-    if not frame(con, QUERY, study).is_empty():
+    if frame(con, COVERAGE_QUERY, study)["has_power"][0]:
         return None
     reasons = power_unavailable_reasons(con, study)
     if not reasons:

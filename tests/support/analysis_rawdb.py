@@ -61,6 +61,7 @@ RUN_MANIFESTS: dict[str, pl.DataType] = {
     "dtype": pl.String,
     "peak_flops": pl.Float64,
     "status": pl.String,
+    "power": pl.String,  # JSON object, as in sql/raw/run_manifests.sql
 }
 POWER: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, **schema.POWER_SAMPLES}
 

@@ -8,7 +8,6 @@ report's charts can be checked against values computed here by hand.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,21 +125,17 @@ def runs_rows(study: str, power: bool) -> list[dict]:
     ]
 
 
-def manifest_rows(study: str, power: bool, host: str) -> list[dict]:
-    """The raw `run_manifests` table, as far as the report reads it (power as JSON text)."""
-    capture = (
-        {"source": "nvml", "unavailable_reason": None}
-        if power
-        else {"source": None, "unavailable_reason": NO_POWER}
-    )
+def power_coverage_rows(study: str, power: bool) -> list[dict]:
+    """The `power_coverage` view: every run with NVML counter power, or none and the manifest's reason."""
     return [
         {
             "study": study,
             "run_id": run_id(s, w),
-            "device_name": "NVIDIA H100 80GB HBM3",
-            "dtype": "bf16",
-            "hosts": json.dumps([host]),
-            "power": json.dumps(capture),
+            "has_power": power,
+            "n_power_samples": 1 if power else 0,
+            "source": "nvml" if power else None,
+            "energy_method": "counter" if power else None,
+            "unavailable_reason": None if power else NO_POWER,
         }
         for s in STRATEGIES
         for w in WORLD_SIZES
@@ -215,28 +210,34 @@ def collective_rows(study: str) -> list[dict]:
     return rows
 
 
-def event_rows(study: str, kernel: str) -> list[dict]:
-    """A few raw `events` per run for the top-kernel chart."""
+def top_kernel_rows(study: str, kernel: str) -> list[dict]:
+    """The `top_kernels` view: three kernels per run, each run once on each of its first two ranks."""
     rows = []
     for s in STRATEGIES:
         for w in WORLD_SIZES:
-            named = {
-                kernel: 700_000,
-                "ncclDevKernel_AllReduce_Sum_bf16_RING_LL": 90_000 * w,
-                "vectorized_elementwise_kernel": 60_000,
-            }
-            for name, dur_ns in named.items():
-                for rank in range(min(w, 2)):
-                    rows.append(
-                        {
-                            "study": study,
-                            "run_id": run_id(s, w),
-                            "rank": rank,
-                            "kind": "kernel",
-                            "name": name,
-                            "dur_ns": dur_ns,
-                        }
-                    )
+            ranks = min(w, 2)
+            named = [  # (name, class, ns per call)
+                (kernel, "compute", 700_000),
+                ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "comm", 90_000 * w),
+                ("vectorized_elementwise_kernel", "compute", 60_000),
+            ]
+            by_time = sorted(named, key=lambda n: (-n[2], n[0]))
+            for place, (name, class_, dur_ns) in enumerate(by_time, start=1):
+                rows.append(
+                    {
+                        "study": study,
+                        "run_id": run_id(s, w),
+                        "rule": "gpu",
+                        "kind": "kernel",
+                        "name": name,
+                        "class": class_,
+                        "calls": ranks,
+                        "n_ranks": ranks,
+                        "total_us": dur_ns * ranks / 1e3,
+                        "us_per_rank": dur_ns / 1e3,
+                        "time_rank": place,
+                    }
+                )
     return rows
 
 
@@ -247,11 +248,11 @@ def build(directory: Path, *, power: bool = True, names: Names | None = None) ->
     points = [scale_point_row(s, w, power) | {"study": names.study} for s in STRATEGIES for w in WORLD_SIZES]
     tables = {
         "runs": runs_rows(names.study, power),
-        "run_manifests": manifest_rows(names.study, power, names.host),
+        "power_coverage": power_coverage_rows(names.study, power),
         "scale_points": points,
         "step_breakdown": step_rows(names.study),
         "collective_instances": collective_rows(names.study),
-        "events": event_rows(names.study, names.kernel),
+        "top_kernels": top_kernel_rows(names.study, names.kernel),
         "power_samples": [
             {
                 "run_id": run_id(s, w),
