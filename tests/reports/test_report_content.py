@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
 from support import devwarehouse as dev
+from support.hostile import HOSTILE, hostile_run
+from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.reports.charts import breakdown as charts_breakdown
+from tracehouse.reports.charts import kernels as charts_kernels
 from tracehouse.reports.charts import power as charts_power
 from tracehouse.reports.charts import scaling as charts_scaling
 from tracehouse.reports.headline import headline
@@ -61,3 +65,19 @@ def test_power_note_quotes_the_manifest_reason(dev_warehouse_no_power: Path, con
             charts_power.power_note(other, dev.STUDY)
             == f"No power was captured for this study: {dev.NO_POWER}."
         )
+
+
+def test_a_warehouse_ingested_before_a_view_existed_still_gets_its_chart(tmp_path: Path) -> None:
+    wh = tmp_path / "warehouse"
+    assert ingest([hostile_run(tmp_path / "run")], wh).failed == []
+    with duckdb.connect(str(wh / "tracehouse.duckdb")) as c:  # as an older tracehouse left it
+        c.execute("DROP VIEW top_kernels")
+        c.execute("DROP VIEW power_coverage")
+    with open_warehouse(wh) as con:
+        rows = charts_kernels.top_kernels_chart(con, HOSTILE["study"]).to_dict()["datasets"]
+        names = {r["name"]: r["ms_per_rank"] for part in rows.values() for r in part}
+        # two launches of each kernel on the one rank: 2 x 500 µs and 2 x 200 µs
+        assert names == {HOSTILE["kernel"]: 1.0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL": 0.4}
+        reason = "<svg onload=\"window.__pwned='power'\">"  # the manifest's power.unavailable_reason
+        note = charts_power.power_note(con, HOSTILE["study"])
+        assert note == f"No power was captured for this study: {reason}."

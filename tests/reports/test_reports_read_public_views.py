@@ -1,0 +1,165 @@
+"""The report reads public relations only (DESIGN.md: `reports/` "reads views only").
+
+The rule, for every statement a report issues:
+* it may name the public views: those DESIGN.md lists (PUBLIC_BY_DESIGN, including ones not
+  built yet) and every relation with a contract under sql/views (`*.contract.toml`, the
+  relations docs/views.md documents; the marts such as top_kernels and power_coverage);
+* the provenance section may also name the file registers `traces` and `power_files`, the
+  DuckDB tables docs/warehouse.md documents: listing the files a report came from is its job;
+* it may call the catalog functions duckdb_tables(), duckdb_views() and duckdb_columns() (to
+  ask whether a relation or a column exists) and no other table function (read_parquet would
+  reach past the views);
+* it must be a SELECT: anything else cannot be checked, so it fails.
+A view may read anything; the rule is about the names a report's own SQL uses.
+
+How: DuckDB's query log records every statement a report issues while it is built on a real
+warehouse; json_serialize_sql parses each one, and the BASE_TABLE nodes of its syntax tree,
+less the query's own CTE names, are the relations it names. open_warehouse's snapshot
+(`CREATE TEMP TABLE name AS SELECT * FROM main.name`) runs before a log can be switched on,
+so its list of names is checked directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pytest
+from tracehouse.pipeline.view_docs import load_contracts
+from tracehouse.reports.build import build_page
+from tracehouse.reports.provenance import provenance_tables
+from tracehouse.reports.source import REQUIRED_VIEWS, SNAPSHOT_VIEWS, frame, open_warehouse, pick_study
+
+PUBLIC_BY_DESIGN = frozenset(
+    {
+        "runs",
+        "step_breakdown",
+        "rank_summary",
+        "collectives",
+        "collective_instances",
+        "scale_points",
+        "power_samples",
+        "ingest_errors",
+        "comm_exposure",
+        "exposed_comm_by_collective",
+        "idle_causes",
+        "network_curves",
+        "projections",
+        "trace_coverage",
+        "run_diff",
+    }
+)
+PUBLIC = PUBLIC_BY_DESIGN | {c.relation for c in load_contracts()}
+FILE_REGISTERS = frozenset({"traces", "power_files"})
+CATALOG_FUNCTIONS = frozenset({"duckdb_tables", "duckdb_views", "duckdb_columns"})
+
+
+@contextmanager
+def query_log(con: duckdb.DuckDBPyConnection) -> Iterator[list[str]]:
+    """The statements run on con inside the block, in order, from DuckDB's query log."""
+    statements: list[str] = []
+    con.sql("CALL truncate_duckdb_logs()")
+    con.sql("CALL enable_logging('QueryLog')")
+    try:
+        yield statements
+    finally:
+        con.sql("CALL disable_logging()")
+        logged = con.sql("SELECT message FROM duckdb_logs WHERE type = 'QueryLog'").fetchall()
+        con.sql("CALL truncate_duckdb_logs()")
+        statements += [m for (m,) in logged if m != "CALL disable_logging()"]
+
+
+def named(con: duckdb.DuckDBPyConnection, statement: str) -> tuple[set[str], set[str]]:
+    """The relations and the table functions a SELECT statement names (its CTEs left out)."""
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0])
+    if tree["error"]:
+        reason = tree["error_message"]
+        raise AssertionError(f"a report statement the rule cannot check ({reason}): {statement}")
+    tables: set[str] = set()
+    functions: set[str] = set()
+    ctes: set[str] = set()
+    stack: list[object] = [tree["statements"]]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                tables.add(node["table_name"].lower())
+            elif node.get("type") == "TABLE_FUNCTION":
+                functions.add(node["function"]["function_name"].lower())
+            if isinstance(node.get("cte_map"), dict):
+                ctes |= {entry["key"].lower() for entry in node["cte_map"]["map"]}
+            stack.extend(node.values())
+    return tables - ctes, functions
+
+
+def violations(con: duckdb.DuckDBPyConnection, statements: list[str], allowed: frozenset[str]) -> list[str]:
+    """One line per statement naming a relation or table function outside the allowed ones."""
+    found = []
+    for statement in statements:
+        tables, functions = named(con, statement)
+        bad = sorted((tables - allowed) | (functions - CATALOG_FUNCTIONS))
+        if bad:
+            found.append(f"{', '.join(bad)} in: {' '.join(statement.split())}")
+    return found
+
+
+@pytest.fixture(params=["hostile_real_warehouse", "sample_warehouse", "dev_warehouse"])
+def report_connection(request: pytest.FixtureRequest) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
+    """A report's connection (real ingests: GPU, CPU; and the fabricated study with power) and its study."""
+    con = open_warehouse(request.getfixturevalue(request.param))
+    yield con, pick_study(con, None)
+    con.close()
+
+
+def test_every_report_statement_names_public_views_only(report_connection) -> None:
+    con, study = report_connection
+    with query_log(con) as provenance:
+        provenance_tables(con, study)
+    with query_log(con) as page:
+        build_page(con, study, "warehouse")
+    assert set(provenance) <= set(page)  # the page's provenance is the section checked on its own
+    others = [s for s in page if s not in set(provenance)]
+    assert violations(con, others, PUBLIC) == []
+    assert violations(con, provenance, PUBLIC | FILE_REGISTERS) == []
+    # The log saw the whole page: the charts' and the provenance's reads are all there.
+    seen = set().union(*(named(con, s)[0] for s in page))
+    assert {"top_kernels", "power_coverage", "scale_points", "runs", "traces", "ingest_errors"} <= seen
+
+
+def test_the_views_open_warehouse_snapshots_are_public() -> None:
+    assert set(SNAPSHOT_VIEWS) <= PUBLIC and set(REQUIRED_VIEWS) <= PUBLIC
+
+
+def test_a_raw_read_is_caught_wherever_the_query_hides_it(hostile_real_warehouse: Path) -> None:
+    con = open_warehouse(hostile_real_warehouse)
+    study = pick_study(con, None)
+    raw_reads = [
+        # events, read in a CTE
+        "WITH per_run AS (SELECT run_id FROM events WHERE study = $1) "
+        "SELECT * FROM per_run JOIN runs USING (run_id)",
+        # run_manifests, in a subquery of WHERE
+        "SELECT run_id FROM runs WHERE study = $1 AND run_id IN "
+        "(SELECT run_id FROM run_manifests WHERE power IS NOT NULL)",
+        # a file register, outside the provenance section
+        "SELECT path FROM traces WHERE study = $1",
+        # the Parquet files themselves
+        "SELECT count(*) AS n FROM read_parquet('parquet/events/**/*.parquet') WHERE $1 IS NOT NULL",
+        # a CTE that takes a raw relation's name reads runs only: no violation
+        "WITH events AS (SELECT * FROM runs) SELECT run_id FROM events WHERE study = $1",
+    ]
+    with query_log(con) as statements:
+        for query in raw_reads:
+            frame(con, query, study)
+    found = violations(con, statements, PUBLIC)
+    con.close()
+    assert [line.split(" in: ")[0] for line in found] == ["events", "run_manifests", "traces", "read_parquet"]
+
+
+def test_a_statement_that_is_not_a_select_fails_the_rule() -> None:
+    with pytest.raises(AssertionError, match="cannot check"):
+        named(duckdb.connect(), "CREATE TEMP TABLE x AS SELECT * FROM events")
