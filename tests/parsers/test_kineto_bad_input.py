@@ -85,6 +85,7 @@ def test_invalid_utf8_in_names_is_replaced(tmp_path: Path) -> None:
     parsed = parse_trace(path)
     assert parsed.events["name"].to_list() == ["aten::bad\ufffd\ufffdname"]
     assert parsed.extra["invalid_utf8"] == "replaced"
+    assert parsed.meta.utf8_replaced
 
 
 def test_unexpected_arg_types_use_the_loose_decoder(tmp_path: Path) -> None:
@@ -94,5 +95,6 @@ def test_unexpected_arg_types_use_the_loose_decoder(tmp_path: Path) -> None:
     ]
     parsed = parse_trace(write_trace(tmp_path / "loose.json", events))
     assert parsed.extra["decoder"] == "loose"
+    assert parsed.meta.decoder == "msgspec"
     assert parsed.events["correlation"].to_list() == [None, 7]
     assert parsed.events["device"].to_list() == [None, None]

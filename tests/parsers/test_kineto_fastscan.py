@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,12 +22,14 @@ BASE = 1_700_000_000_000_000_000
 
 def both(path: Path, decoder: str = "scan") -> tuple:
     """Parse with and without the scanner; assert identical results; return the scanner's."""
-    fast, slow = parse_trace(path), parse_trace(path, scanner=False)
+    fast, slow = parse_trace(path, scanner=True), parse_trace(path, scanner=False)
     assert fast.extra["decoder"] == decoder
+    assert fast.meta.decoder == ("scanner" if decoder == "scan" else "msgspec")
     assert slow.extra["decoder"] in ("typed", "loose")
+    assert slow.meta.decoder == "msgspec"
     for name in FRAMES:
         assert getattr(fast, name).equals(getattr(slow, name)), name
-    assert fast.meta == slow.meta
+    assert fast.meta == dataclasses.replace(slow.meta, decoder=fast.meta.decoder)
     assert {**fast.extra, "decoder": ""} == {**slow.extra, "decoder": ""}
     return fast, slow
 
@@ -48,6 +51,16 @@ def test_real_traces_are_all_found() -> None:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
     assert len(TRACES) >= 22
+
+
+def test_the_environment_turns_the_scanner_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_trace(tmp_path / "env.json", [cpu_op("a", 1, 2)])
+    assert parse_trace(path).meta.decoder == "scanner"
+    monkeypatch.setenv("TRACEHOUSE_SCANNER", "0")
+    assert parse_trace(path).meta.decoder == "msgspec"
+    assert parse_trace(path).extra["decoder"] == "typed"
+    monkeypatch.setenv("TRACEHOUSE_SCANNER", "1")
+    assert parse_trace(path).meta.decoder == "scanner"
 
 
 def test_escapes_and_surrogate_pairs_in_strings(tmp_path: Path) -> None:
@@ -73,12 +86,14 @@ def test_invalid_utf8_is_replaced_like_the_msgspec_path(tmp_path: Path) -> None:
     fast, _ = both(path)
     assert fast.events["name"].to_list() == ["aten::bad\ufffd\ufffdname", "ok"]
     assert fast.extra["invalid_utf8"] == "replaced"
+    assert fast.meta.utf8_replaced
 
 
 def test_invalid_utf8_only_in_skipped_values_is_not_flagged(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "skip.json", [cpu_op("a", 1, 2, args={"Unused key": "SKIPPED"})])
     fast, _ = both(patched(path, b"SKIPPED", b"\xfe"))
     assert "invalid_utf8" not in fast.extra
+    assert not fast.meta.utf8_replaced
 
 
 def test_big_ints_string_stream_and_legacy_external_id(tmp_path: Path) -> None:

@@ -70,8 +70,8 @@ def top_level(path: Path, trace: Any, *, bare_array: bool, invalid_utf8: bool) -
     )
 
 
-def trace_meta(top: TopLevel, negative_dur_events: int) -> TraceMeta:
-    """TraceMeta from the top-level facts."""
+def trace_meta(top: TopLevel, negative_dur_events: int, *, decoder: str, utf8_replaced: bool) -> TraceMeta:
+    """TraceMeta from the top-level facts and what read the events (`decoder`, `utf8_replaced`)."""
     info = top.distributed_info or {}
     backend = info.get("backend")
     return TraceMeta(
@@ -85,6 +85,8 @@ def trace_meta(top: TopLevel, negative_dur_events: int) -> TraceMeta:
         layout="bare-array" if top.bare_array else "object",
         schema_version=top.schema_version,
         negative_dur_events=negative_dur_events,
+        decoder=decoder,
+        utf8_replaced=utf8_replaced,
         distributed_info_json=json.dumps(top.distributed_info) if top.distributed_info else None,
     )
 

@@ -9,7 +9,9 @@ Two paths read the events array into the same `EventRows`: the C scanner
 (`kineto_fastscan`, one pass, no per-event Python objects) and, when the extension is
 missing or declines the input, msgspec Structs decoded in batches (`kineto_chunks`; peak
 RSS ≈ 2× the uncompressed file on a 1 GB trace). Both give identical frames;
-`extra["decoder"]` says which ran ("scan", "typed" or "loose").
+`meta.decoder` says which read the file ("scanner" or "msgspec"; `extra["decoder"]` the finer
+"scan", "typed" or "loose") and `meta.utf8_replaced` whether invalid UTF-8 was replaced.
+TRACEHOUSE_SCANNER=0 in the environment turns the scanner off.
 
 Decisions (details in the kineto_* modules):
 * Layouts: an object with `traceEvents`, or a bare array of events. Categories match
@@ -31,6 +33,7 @@ Decisions (details in the kineto_* modules):
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tracehouse.pipeline.common.errors import TraceFormatError
@@ -50,13 +53,19 @@ from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
 from tracehouse.pipeline.parsers.kineto.steps import steps_frame
 from tracehouse.pipeline.schema import EVENTS
 
+# Set to 0 in the environment to turn the C scanner off (the msgspec path reads every file).
+SCANNER_VARIABLE = "TRACEHOUSE_SCANNER"
 
-def parse_trace(path: str | Path, *, scanner: bool = True) -> ParsedTrace:
+
+def parse_trace(path: str | Path, *, scanner: bool | None = None) -> ParsedTrace:
     """Parse one Kineto rank trace file into columnar frames plus its metadata.
 
-    `scanner=False` skips the C scanner (the msgspec path alone; tests compare the two).
+    `scanner=False` skips the C scanner (the msgspec path alone; tests compare the two); the
+    default is on unless the environment sets TRACEHOUSE_SCANNER=0.
     """
     path = Path(path)
+    if scanner is None:
+        scanner = scanner_enabled()
     data = dec.read_bytes(path)
     scanned = scan_trace(data) if scanner else None
     if scanned is not None:
@@ -73,6 +82,11 @@ def parse_trace(path: str | Path, *, scanner: bool = True) -> ParsedTrace:
     return _parsed(path, top, rows)
 
 
+def scanner_enabled() -> bool:
+    """False when the environment turns the C scanner off (TRACEHOUSE_SCANNER=0)."""
+    return os.environ.get(SCANNER_VARIABLE, "1").strip() != "0"
+
+
 def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     """The frames of one trace from its event rows."""
     raw = rows.raw
@@ -84,7 +98,12 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     if rows.invalid_utf8:
         extra["invalid_utf8"] = "replaced"
     return ParsedTrace(
-        meta=trace_meta(top, negative),
+        meta=trace_meta(
+            top,
+            negative,
+            decoder="scanner" if rows.decoder == "scan" else "msgspec",
+            utf8_replaced=rows.invalid_utf8,
+        ),
         events=full.select(EVENTS.keys()),
         steps=steps_frame(full),
         collectives=collectives_frame(full, rows.comm_args, top),

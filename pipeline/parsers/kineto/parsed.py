@@ -21,6 +21,8 @@ class TraceMeta:
     layout: str  # "object" (has traceEvents) or "bare-array"
     schema_version: int | None
     negative_dur_events: int  # dropped events with dur < 0
+    decoder: str  # which decoder read the events: "scanner" (the C extension) or "msgspec"
+    utf8_replaced: bool  # invalid UTF-8 in the JSON text was replaced by U+FFFD
     distributed_info_json: str | None = None
 
 
