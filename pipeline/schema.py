@@ -27,6 +27,9 @@ KIND_BY_CATEGORY: dict[str, str] = {
     "python_function": "python_function",
 }
 OTHER_KIND = "other"
+# Categories of kind `other` that tracehouse knows and ignores on purpose (the profiler's own
+# span, its overhead); any other unknown category is named in `traces.unknown_categories`.
+IGNORED_CATEGORIES = frozenset({"Trace", "overhead"})
 EVENT_KINDS = sorted({*KIND_BY_CATEGORY.values(), OTHER_KIND})
 
 RUN_KEYS: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, "rank": pl.Int32}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -172,3 +172,21 @@ def _insert_row(connection: duckdb.DuckDBPyConnection, table: str, row: dict) ->
     columns = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
     connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
+
+
+def coverage_warnings(connection: duckdb.DuckDBPyConnection, content_hashes: Iterable[str]) -> list[str]:
+    """One line per given trace that yields no breakdown: which rank of which run, and why."""
+    hashes = sorted(content_hashes)
+    if not hashes:
+        return []
+    rows = connection.execute(
+        """
+        SELECT c.study, c.run_id, c.rank, c.warning
+        FROM trace_coverage AS c
+        JOIN traces AS t ON t.study = c.study AND t.run_id = c.run_id AND t.rank = c.rank
+        WHERE c.warning IS NOT NULL AND t.content_hash IN (SELECT unnest(?::VARCHAR[]))
+        ORDER BY c.study, c.run_id, c.rank
+        """,
+        [hashes],
+    ).fetchall()
+    return [f"rank {rank} of run {study}/{run_id}: {reason}" for study, run_id, rank, reason in rows]

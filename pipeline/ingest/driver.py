@@ -26,7 +26,13 @@ from dask.local import get_sync
 from tracehouse.pipeline.common.errors import DEBUG_VARIABLE, SchedulerError, one_line
 from tracehouse.pipeline.discovery.jobs import Discovery
 from tracehouse.pipeline.discovery.search import discover
-from tracehouse.pipeline.ingest.catalog import clean_orphans, ingest_lock, register_run, registered_hashes
+from tracehouse.pipeline.ingest.catalog import (
+    clean_orphans,
+    coverage_warnings,
+    ingest_lock,
+    register_run,
+    registered_hashes,
+)
 from tracehouse.pipeline.ingest.register import Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.summary import IngestSummary
 from tracehouse.pipeline.ingest.tasks import FileOutcome, failed_internally, hash_file, load_power, load_trace
@@ -195,7 +201,13 @@ def _load_all(
             for outcome in group:
                 reporter.file_read(outcome.path)
             registrar.add(group)
-        registrar.finish(create_views)
+        registrar.finish(lambda connection: _refresh(connection, summary, batch.seen))
     except BaseException:
         registrar.abort()
         raise
+
+
+def _refresh(connection: Any, summary: IngestSummary, loaded: set[str]) -> None:
+    """Bring the views up to date, then warn of every trace loaded now that has no breakdown."""
+    create_views(connection)
+    summary.warnings.extend(coverage_warnings(connection, loaded))

@@ -16,6 +16,7 @@ class IngestSummary:
     failed: list[tuple[str, str]] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)  # failed paths whose cause is a tracehouse bug
     not_traces: list[str] = field(default_factory=list)  # JSON files found by searching, skipped: no trace
+    warnings: list[str] = field(default_factory=list)  # loaded traces that yield no breakdown, and why
     events: int = 0
     power_files: int = 0
     seconds: float = 0.0
@@ -35,6 +36,7 @@ class IngestSummary:
                 {"path": p, "reason": r, "internal": p in self.internal_errors} for p, r in self.failed
             ],
             "not_traces": list(self.not_traces),
+            "warnings": list(self.warnings),
             "events": self.events,
             "power_files": self.power_files,
             "seconds": round(self.seconds, 3),
@@ -43,6 +45,7 @@ class IngestSummary:
     def report_lines(self, prefix: str) -> list[str]:
         """What the terminal shows after the files: files skipped as no trace, then the closing counts."""
         lines = [f"{prefix}: not a trace, skipped: {path}" for path in self.not_traces]
+        lines += [f"{prefix}: warning: {warning}" for warning in self.warnings]
         not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
         lines.append(
             f"{prefix}: {self.loaded} loaded, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "

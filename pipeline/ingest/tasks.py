@@ -28,7 +28,9 @@ from tracehouse.pipeline.common.errors import (
 )
 from tracehouse.pipeline.discovery.jobs import PowerJob, TraceJob
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
+from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
+from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
 from tracehouse.pipeline.warehouse import TRACE_TABLES
 
 HASH_CHUNK = 1 << 20
@@ -222,6 +224,28 @@ def _trace_row(job: TraceJob, parsed: Any, rank: int, source: str, size: int, co
         "first_ts_unix_ns": first,
         "last_ts_unix_ns": last,
         "distributed_info_json": meta.distributed_info_json,
+        "decoder": meta.decoder,
+        "utf8_replaced": meta.utf8_replaced,
+        **coverage_facts(parsed.events),
+    }
+
+
+def coverage_facts(events: pl.DataFrame) -> dict[str, Any]:
+    """What decides whether a trace can have a breakdown: its device events and unknown categories."""
+    device = events.filter(pl.col("kind").is_in(GPU_KINDS))
+    streamless = device["stream"].null_count()
+    unknown = (
+        events.filter((pl.col("kind") == OTHER_KIND) & ~pl.col("cat").is_in(list(IGNORED_CATEGORIES)))
+        .group_by("cat")
+        .len()
+        .sort("cat", nulls_last=True)
+    )
+    return {
+        "n_device_events": device.height - streamless,
+        "n_streamless_device_events": streamless,
+        "unknown_categories": json.dumps(
+            {"(no category)" if cat is None else cat: n for cat, n in unknown.iter_rows()}
+        ),
     }
 
 

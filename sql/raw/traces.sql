@@ -25,5 +25,16 @@ CREATE TABLE IF NOT EXISTS traces (
     last_ts_unix_ns BIGINT,  -- latest event end
     distributed_info_json VARCHAR,
     ingested_at TIMESTAMPTZ NOT NULL,
+    decoder VARCHAR,  -- which decoder read the file: scanner (the C extension) | msgspec
+    utf8_replaced BOOLEAN,  -- invalid UTF-8 in the file was replaced by U+FFFD
+    n_device_events BIGINT,  -- kernel, memcpy and memset events with a stream: the GPU rule's input
+    n_streamless_device_events BIGINT,  -- kernel, memcpy and memset events without a stream arg
+    unknown_categories VARCHAR,  -- JSON object: event category tracehouse does not know -> events
     UNIQUE (study, run_id, rank)
 );
+-- Warehouses made before these columns existed gain them (NULL for the traces already there).
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS decoder VARCHAR;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS utf8_replaced BOOLEAN;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_device_events BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_streamless_device_events BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS unknown_categories VARCHAR;

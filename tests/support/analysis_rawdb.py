@@ -38,6 +38,10 @@ TRACES: dict[str, pl.DataType] = {
     "backend": pl.String,
     "world_size": pl.Int32,
     "device_name": pl.String,
+    "n_steps": pl.Int64,
+    "n_device_events": pl.Int64,
+    "n_streamless_device_events": pl.Int64,
+    "unknown_categories": pl.String,
 }
 RUN_MANIFESTS: dict[str, pl.DataType] = {
     "study": pl.String,

@@ -1,0 +1,66 @@
+-- depends on: traces, window_breakdown
+-- Which rule gave each ingested rank its breakdown, or why it has none (nothing is missing
+-- silently). Reads only DuckDB tables: the parse-time facts of `traces` and the breakdown.
+CREATE OR REPLACE VIEW trace_coverage AS
+WITH measured AS (
+    SELECT
+        study, run_id, rank,
+        min(rule) AS rule,
+        count(*) FILTER (WHERE scope = 'step') AS step_windows
+    FROM window_breakdown
+    GROUP BY study, run_id, rank
+),
+unknown AS (
+    -- "cat (n events), ..." of the categories tracehouse does not know, largest first
+    SELECT
+        t.content_hash,
+        string_agg(
+            format('{} ({:,} events)', j.key, CAST(j.value AS BIGINT)), ', '
+            ORDER BY CAST(j.value AS BIGINT) DESC, j.key
+        ) AS categories
+    FROM traces AS t, json_each(t.unknown_categories) AS j
+    GROUP BY t.content_hash
+),
+reasons AS (
+    SELECT
+        t.study, t.run_id, t.rank,
+        m.rule,
+        coalesce(m.step_windows, 0) AS step_windows,
+        t.n_steps,
+        t.n_device_events,
+        t.n_streamless_device_events,
+        u.categories AS unknown_categories,
+        CASE
+            WHEN m.step_windows > 0 THEN NULL
+            WHEN m.rule IS NOT NULL THEN format('the {} rule found no step window with activity', m.rule)
+            WHEN t.n_device_events IS NULL
+                THEN 'no breakdown (ingested by an older tracehouse, which did not record why)'
+            WHEN u.categories IS NOT NULL
+                THEN format('no device events; device activity of kinds tracehouse does not know: {}: no breakdown',
+                    u.categories)
+            WHEN t.n_streamless_device_events > 0
+                THEN format('{} kernel/memcpy/memset events carry no stream arg, so none is device activity: no breakdown',
+                    t.n_streamless_device_events)
+            WHEN t.n_steps = 0 THEN 'no device events and no ProfilerStep: no breakdown'
+            ELSE 'no device events, and no main thread with ProfilerStep activity: no breakdown'
+        END AS reason
+    FROM traces AS t
+    LEFT JOIN measured AS m ON t.study = m.study AND t.run_id = m.run_id AND t.rank = m.rank
+    LEFT JOIN unknown AS u ON t.content_hash = u.content_hash
+)
+SELECT
+    study, run_id, rank, rule, step_windows, n_steps, n_device_events, n_streamless_device_events,
+    unknown_categories, reason,
+    -- what the ingest summary warns of: no breakdown, or one that leaves activity uncounted
+    coalesce(
+        reason,
+        nullif(concat_ws('; ',
+            CASE WHEN unknown_categories IS NOT NULL THEN
+                'events of kinds tracehouse does not know are not counted as device activity: '
+                || unknown_categories END,
+            CASE WHEN n_streamless_device_events > 0 THEN format(
+                '{} kernel/memcpy/memset events carry no stream arg and are not counted as device activity',
+                n_streamless_device_events) END
+        ), '') || format('; the breakdown uses the {} rule', rule)
+    ) AS warning
+FROM reasons;
