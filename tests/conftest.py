@@ -1,11 +1,11 @@
-"""Shared test fixtures: the real public data, skipping when it is absent."""
+"""Shared test fixtures: the real public data (skipping when it is absent) and the sample study."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from support.testdata import SHARED_DATA
+from support.testdata import SHARED_DATA, sample_runs
 
 
 @pytest.fixture
@@ -14,3 +14,17 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"../shared/data is absent ({SHARED_DATA})")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse ingested from sample_traces/ (skips while the collectors have not written any)."""
+    from tracehouse.pipeline.ingest.driver import ingest
+
+    runs = sample_runs()
+    if not runs:
+        pytest.skip("sample_traces/ holds no run yet (the collectors write them)")
+    target = tmp_path_factory.mktemp("sample-warehouse")
+    summary = ingest(runs, target)
+    assert summary.failed == [], summary.failed
+    return target

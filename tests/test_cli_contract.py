@@ -9,9 +9,11 @@ import sys
 from support.testdata import REPO
 from tracehouse.pipeline.cli.main import build_parser
 
-DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze"}
+# The design card's public interface (../shared/DESIGN.md); calibrate and project are still to come.
+DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze", "diff", "calibrate", "project"}
+BUILT = {"collect", "ingest", "query", "report", "analyze", "diff"}
 # Commands whose README usage row lists every option they accept.
-FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze")
+FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff")
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -21,7 +23,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_the_design_cards_commands_exist() -> None:
-    assert set(_subcommands()) == DESIGN_COMMANDS
+    assert BUILT <= set(_subcommands()) <= DESIGN_COMMANDS
 
 
 def test_every_command_has_help_and_is_in_the_readme() -> None:

@@ -24,10 +24,15 @@ HEAVY = ("polars", "duckdb", "pyarrow", "dask", "distributed", "altair")
 
 
 def module_files() -> dict[str, Path]:
-    """Every tracehouse module name -> its source file."""
+    """Every tracehouse module name -> its source file (a folder mapped to its own package counts once)."""
     found: dict[str, Path] = {}
+    roots = {REPO / folder for folder in PACKAGE_DIRS.values()}
     for package, folder in PACKAGE_DIRS.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
+        base = REPO / folder
+        nested = [root for root in roots if base in root.parents]
+        for path in sorted(base.rglob("*.py")):
+            if any(root in path.parents for root in nested):
+                continue  # under a folder mapped to a package of its own: named by that mapping
             parts = path.relative_to(REPO / folder).with_suffix("").parts
             name = ".".join((package, *parts))
             found[name.removesuffix(".__init__")] = path

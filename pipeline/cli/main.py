@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.query",
     "tracehouse.pipeline.cli.report",
     "tracehouse.pipeline.cli.analyze",
+    "tracehouse.pipeline.cli.diff",
 )
 # Exit status of an unexpected exception (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR = 70

@@ -11,12 +11,7 @@ import math
 import sys
 from typing import Any
 
-import duckdb
-from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.warehouse import open_for_query
-
-# Statement types that only read; anything else (COPY ... TO, INSERT, SET, ATTACH, ...) is refused.
-READ_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
+from tracehouse.pipeline.reading import query
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,32 +32,6 @@ def run(args: argparse.Namespace) -> int:
     columns, rows = query(args.warehouse, args.sql)
     {"table": print_table, "csv": print_csv, "json": print_json}[args.format](columns, rows)
     return 0
-
-
-def check_read_only(sql: str) -> None:
-    """Refuse, with one line, any statement that is not a read."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise WarehouseError(f"cannot parse the query: {one_line(exc)}") from exc
-    if not statements:
-        raise WarehouseError("the query is empty")
-    for statement in statements:
-        kind = statement.type.name
-        if kind not in READ_STATEMENTS:
-            raise WarehouseError(f"refused: {kind} statements would change the warehouse; query is read-only")
-
-
-def query(warehouse: str, sql: str) -> tuple[list[str], list[tuple]]:
-    """Column names and rows of the last statement, run on a read-only connection."""
-    check_read_only(sql)
-    with open_for_query(warehouse) as connection:
-        try:
-            result = connection.execute(sql)
-            columns = [d[0] for d in result.description or []]
-            return columns, result.fetchall()
-        except duckdb.Error as exc:
-            raise WarehouseError(one_line(exc)) from exc
 
 
 def _plain(value: Any) -> Any:

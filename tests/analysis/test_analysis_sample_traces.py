@@ -6,27 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from support.testdata import SAMPLE_TRACES
 
 pytestmark = pytest.mark.slow
 
 
-def sample_runs() -> list[Path]:
-    """Folders of sample_traces/ holding a manifest.json."""
-    return sorted(p.parent for p in SAMPLE_TRACES.rglob("manifest.json"))
-
-
 @pytest.fixture(scope="module")
-def con(tmp_path_factory):
-    if not sample_runs():
-        pytest.skip("sample_traces/ holds no run yet (the collectors helper is making them)")
+def con(sample_warehouse):
     from tracehouse.pipeline import warehouse
-    from tracehouse.pipeline.ingest.driver import ingest
 
-    wh = tmp_path_factory.mktemp("wh")
-    summary = ingest(sample_runs(), wh)
-    assert not summary.failed
-    return warehouse.open_for_query(wh)
+    return warehouse.open_for_query(sample_warehouse)
 
 
 def manifest(run_dir: Path) -> dict:

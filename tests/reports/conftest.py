@@ -7,10 +7,8 @@ from pathlib import Path
 import pytest
 from support import devwarehouse
 from support.hostile import HOSTILE, hostile_run
+from support.testdata import sample_runs
 from tracehouse.pipeline.ingest.driver import ingest
-
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE_TRACES = REPO / "sample_traces"
 
 
 @pytest.fixture(scope="session")
@@ -41,23 +39,6 @@ def hostile_real_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     summary = ingest([hostile_run(root / "run")], root / "warehouse")
     assert summary.failed == [], summary.failed
     return root / "warehouse"
-
-
-def sample_runs() -> list[Path]:
-    """Run folders (with a manifest) under sample_traces/."""
-    return sorted(p.parent for p in SAMPLE_TRACES.rglob("manifest.json")) if SAMPLE_TRACES.is_dir() else []
-
-
-@pytest.fixture(scope="session")
-def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A warehouse ingested from sample_traces/ (skips while the collectors have not written any)."""
-    runs = sample_runs()
-    if not runs:
-        pytest.skip("sample_traces/ holds no run yet (the collectors write them)")
-    target = tmp_path_factory.mktemp("sample-warehouse")
-    summary = ingest(runs, target)
-    assert summary.failed == [], summary.failed
-    return target
 
 
 @pytest.fixture(scope="session")

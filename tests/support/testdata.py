@@ -23,3 +23,8 @@ def shared_path(relative: str) -> Path:
     if not path.exists():
         pytest.fail(f"{path} is missing from ../shared/data")
     return path
+
+
+def sample_runs() -> list[Path]:
+    """Run folders (with a manifest) under sample_traces/."""
+    return sorted(p.parent for p in SAMPLE_TRACES.rglob("manifest.json")) if SAMPLE_TRACES.is_dir() else []

@@ -1,0 +1,69 @@
+"""tracehouse: where each training step's time goes as you add GPUs, and where more GPUs stop paying.
+
+The Python API, over the same library the `tracehouse` command uses:
+
+    import tracehouse
+    summary = tracehouse.ingest(["runs/"], "warehouse")      # what `tracehouse ingest` does
+    wh = tracehouse.open("warehouse")                        # read-only
+    wh.scale_points(study="llama2").pl()                     # one method per public view
+    wh.sql("select * from step_breakdown where rank = 0").df()
+    wh.charts.breakdown(study="llama2")                      # the report's Altair charts
+    wh.diff("fsdp-ws4", "fsdp_tp-ws4-tp2")                   # what changed between two runs
+    wh.report("report.html")
+
+This file is the top-level `tracehouse` package (pyproject.toml maps it to `pipeline/api/`).
+Every training rank imports it with the collectors, so it loads duckdb and polars only when a
+warehouse is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
+from tracehouse.pipeline.ingest.summary import IngestSummary
+
+if TYPE_CHECKING:
+    from tracehouse.pipeline.reading import Charts, Warehouse
+
+__all__ = ["Charts", "IngestSummary", "TracehouseError", "Warehouse", "WarehouseError", "ingest", "open"]
+
+
+def __getattr__(name: str) -> Any:
+    """`tracehouse.Warehouse` and `tracehouse.Charts`, imported on first use."""
+    if name in ("Warehouse", "Charts"):
+        from tracehouse.pipeline import reading
+
+        return getattr(reading, name)
+    raise AttributeError(f"module 'tracehouse' has no attribute {name!r}")
+
+
+def open(directory: str | Path) -> Warehouse:
+    """Open a warehouse directory read-only (it is never written); WarehouseError when it cannot be read."""
+    from tracehouse.pipeline.reading import Warehouse
+
+    return Warehouse(directory)
+
+
+def ingest(
+    paths: Iterable[str | Path],
+    warehouse: str | Path,
+    *,
+    study: str | None = None,
+    run: str | None = None,
+    ranks: Mapping[str, int] | None = None,
+    scheduler: str | None = None,
+    progress: str = "off",
+) -> IngestSummary:
+    """Ingest trace files or folders (and their runs' power logs) into a warehouse, as `tracehouse ingest`.
+
+    `ranks` maps a file to its rank (`--rank FILE=N`), `scheduler` is a Dask scheduler address,
+    `progress` is "off", "auto", "bar" or "lines". The summary lists what loaded, failed and was skipped.
+    """
+    from tracehouse.pipeline.ingest.driver import ingest as run_ingest  # Dask loads only when ingesting
+
+    return run_ingest(
+        paths, warehouse, study=study, run=run, ranks=ranks, scheduler=scheduler, progress=progress
+    )

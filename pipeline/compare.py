@@ -1,0 +1,128 @@
+"""Compare two runs: what changed per step, by step-time component and by kernel or op name.
+
+Reads the `run_diff` view (see its contract); this module only resolves the runs the user
+names and orders the rows for display (`tracehouse diff`, the Python API, the report).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+from tracehouse.pipeline.common.errors import WarehouseError
+
+COLUMNS = (
+    "item",
+    "kind",
+    "name",
+    "class",
+    "a_us_per_step",
+    "b_us_per_step",
+    "change_us",
+    "share_of_step_change",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRef:
+    """One run of the warehouse."""
+
+    study: str
+    run_id: str
+
+    def __str__(self) -> str:
+        return f"{self.study}/{self.run_id}"
+
+
+@dataclass(kw_only=True)
+class RunDiff:
+    """Run B against run A: step times, and per item the time per step in each and the change."""
+
+    a: RunRef
+    b: RunRef
+    step_a_us: float
+    step_b_us: float
+    components: list[dict[str, Any]] = field(default_factory=list)  # compute, exposed_comm, other, idle
+    regressions: list[dict[str, Any]] = field(default_factory=list)  # kernels/ops, largest increase first
+    improvements: list[dict[str, Any]] = field(default_factory=list)  # kernels/ops, largest decrease first
+
+    @property
+    def step_change_us(self) -> float:
+        """B's step time less A's."""
+        return self.step_b_us - self.step_a_us
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {
+            "a": str(self.a),
+            "b": str(self.b),
+            "step_a_us": self.step_a_us,
+            "step_b_us": self.step_b_us,
+            "step_change_us": self.step_change_us,
+            "components": self.components,
+            "regressions": self.regressions,
+            "improvements": self.improvements,
+        }
+
+
+def resolve_run(connection: duckdb.DuckDBPyConnection, text: str, study: str | None) -> RunRef:
+    """The run a user names as RUN or STUDY/RUN (or RUN with --study); one line when unknown or ambiguous."""
+    wanted_study, _, run_id = text.rpartition("/") if "/" in text else (study, "", text)
+    rows = connection.execute(
+        "SELECT DISTINCT study, run_id FROM run_step_times WHERE run_id = ? AND (? IS NULL OR study = ?)"
+        " ORDER BY study",
+        [run_id, wanted_study, wanted_study],
+    ).fetchall()
+    if len(rows) == 1:
+        return RunRef(study=rows[0][0], run_id=rows[0][1])
+    if rows:
+        options = ", ".join(f"{s}/{r}" for s, r in rows)
+        raise WarehouseError(f"run {text!r} is in several studies: name one of {options}")
+    known = [
+        f"{s}/{r}"
+        for s, r in connection.execute(
+            "SELECT study, run_id FROM run_step_times ORDER BY study, run_id"
+        ).fetchall()
+    ]
+    hint = (
+        f"; runs with a step time: {', '.join(known)}" if known else "; the warehouse has no run with steps"
+    )
+    raise WarehouseError(f"no run {text!r} with a step time in the warehouse{hint}")
+
+
+def diff_runs(
+    connection: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, study: str | None = None, top: int = 10
+) -> RunDiff:
+    """What changed from run A to run B, per step: components, then the top `top` kernels/ops each way."""
+    a, b = resolve_run(connection, run_a, study), resolve_run(connection, run_b, study)
+    if a == b:
+        raise WarehouseError(f"both runs are {a}: name two different runs")
+    relation = connection.execute(
+        f"SELECT {', '.join(COLUMNS)}, step_a_us, step_b_us FROM run_diff "
+        "WHERE study_a = ? AND run_a = ? AND study_b = ? AND run_b = ? ORDER BY item, change_rank",
+        [a.study, a.run_id, b.study, b.run_id],
+    )
+    rows = [dict(zip([*COLUMNS, "step_a_us", "step_b_us"], r, strict=True)) for r in relation.fetchall()]
+    named = [r for r in rows if r["item"] != "component"]
+    return RunDiff(
+        a=a,
+        b=b,
+        step_a_us=rows[0]["step_a_us"] if rows else 0.0,
+        step_b_us=rows[0]["step_b_us"] if rows else 0.0,
+        components=[_item(r) for r in rows if r["item"] == "component"],
+        regressions=[_item(r) for r in sorted(named, key=_larger_first) if r["change_us"] > 0][:top],
+        improvements=[_item(r) for r in sorted(named, key=_smaller_first) if r["change_us"] < 0][:top],
+    )
+
+
+def _larger_first(row: dict[str, Any]) -> tuple:
+    return (-row["change_us"], row["name"], row["kind"])
+
+
+def _smaller_first(row: dict[str, Any]) -> tuple:
+    return (row["change_us"], row["name"], row["kind"])
+
+
+def _item(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in COLUMNS}

@@ -1,0 +1,262 @@
+"""Reading a warehouse: read-only SQL (`tracehouse query`) and the handle `tracehouse.open` returns.
+
+Every read goes through a connection that never writes the warehouse (stale views are built in
+memory, see `warehouse.open_for_query`), with DuckDB's `file_search_path` set to the warehouse
+folder, so the raw Parquet views resolve from any working directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.warehouse import open_for_query
+
+if TYPE_CHECKING:  # altair takes seconds to import: only chart and report calls pay for it
+    import altair as alt
+    from tracehouse.pipeline.compare import RunDiff
+    from tracehouse.reports.build import ReportResult
+
+# Statement types that only read; anything else (COPY ... TO, INSERT, SET, ATTACH, ...) is refused.
+READ_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse, with one line, any statement that is not a read."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"cannot parse the query: {one_line(exc)}") from exc
+    if not statements:
+        raise WarehouseError("the query is empty")
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READ_STATEMENTS:
+            raise WarehouseError(f"refused: {kind} statements would change the warehouse; query is read-only")
+
+
+def open_reader(warehouse_dir: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection over a warehouse whose relative Parquet paths resolve from anywhere."""
+    directory = Path(warehouse_dir).absolute()
+    connection = open_for_query(directory)
+    connection.execute("SET file_search_path = ?", [str(directory)])
+    return connection
+
+
+def query(warehouse_dir: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of the last statement, run on a read-only connection."""
+    check_read_only(sql)
+    with open_reader(warehouse_dir) as connection:
+        try:
+            result = connection.execute(sql)
+            columns = [d[0] for d in result.description or []]
+            return columns, result.fetchall()
+        except duckdb.Error as exc:
+            raise WarehouseError(one_line(exc)) from exc
+
+
+def _filtered(
+    connection: duckdb.DuckDBPyConnection, view: str, filters: dict[str, Any]
+) -> duckdb.DuckDBPyRelation:
+    relation = connection.table(view)
+    for column, value in filters.items():
+        if value is not None:
+            relation = relation.filter(duckdb.ColumnExpression(column) == duckdb.ConstantExpression(value))
+    return relation
+
+
+class Warehouse:
+    """A warehouse opened read-only: SQL, one method per public view, its charts and its report.
+
+    Each view method returns a DuckDB relation (`.pl()`, `.df()`, `.arrow()`, `.fetchall()`),
+    filtered by the given study, run and rank. Close it (or use `with`) to release the file.
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory).absolute()
+        self.connection = open_reader(self.directory)
+        self.charts = Charts(self)
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"tracehouse.Warehouse({str(self.directory)!r})"
+
+    def close(self) -> None:
+        """Release the warehouse file."""
+        self.connection.close()
+
+    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        """Any read-only SQL over the warehouse, as a DuckDB relation."""
+        check_read_only(query)
+        try:
+            return self.connection.sql(query)
+        except duckdb.Error as exc:
+            raise WarehouseError(one_line(exc)) from exc
+
+    def studies(self) -> list[str]:
+        """The studies the warehouse holds."""
+        return [s for (s,) in self.connection.sql("SELECT DISTINCT study FROM runs ORDER BY 1").fetchall()]
+
+    def runs(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per run: model, strategy, world size, degrees, tokens per step, peak FLOP/s."""
+        return _filtered(self.connection, "runs", {"study": study, "run_id": run})
+
+    def scale_points(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per run: step time, throughput, MFU, scaling efficiency, breakdown shares, energy."""
+        return _filtered(self.connection, "scale_points", {"study": study, "run_id": run})
+
+    def step_breakdown(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per rank and step window: compute, exposed/overlapped communication, other, idle (µs)."""
+        return _filtered(self.connection, "step_breakdown", {"study": study, "run_id": run, "rank": rank})
+
+    def rank_summary(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per rank: whole-trace totals and the overlap of communication with compute."""
+        return _filtered(self.connection, "rank_summary", {"study": study, "run_id": run, "rank": rank})
+
+    def collectives(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per collective call per rank: op, group, sequence number, bytes, start, duration."""
+        return _filtered(self.connection, "collectives", {"study": study, "run_id": run, "rank": rank})
+
+    def collective_instances(
+        self, study: str | None = None, run: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per collective matched across ranks: transfer, wait, skew, algbw and busbw."""
+        return _filtered(self.connection, "collective_instances", {"study": study, "run_id": run})
+
+    def collective_skew(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per run, process group and op: how far apart the ranks start and end their collectives."""
+        return _filtered(self.connection, "collective_skew", {"study": study, "run_id": run})
+
+    def clock_offsets(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per run and host: its clock offset estimated from collectives (reported, never applied)."""
+        return _filtered(self.connection, "clock_offsets", {"study": study, "run_id": run})
+
+    def power_coverage(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per run: whether power was captured, from which source, or why not."""
+        return _filtered(self.connection, "power_coverage", {"study": study, "run_id": run})
+
+    def step_stragglers(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per run and step: the slowest rank and how far it is behind the others."""
+        return _filtered(self.connection, "step_stragglers", {"study": study, "run_id": run})
+
+    def step_energy(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per device and step window: its energy and how it was measured."""
+        return _filtered(self.connection, "step_energy", {"study": study, "run_id": run, "rank": rank})
+
+    def power_samples(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per power sample: host, device, time, watts, energy counter, source."""
+        return _filtered(self.connection, "power_samples", {"study": study, "run_id": run})
+
+    def top_kernels(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per kernel or op name of a run: calls, time per rank, class, place by time."""
+        return _filtered(self.connection, "top_kernels", {"study": study, "run_id": run})
+
+    def trace_coverage(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per rank trace: which rule gave its breakdown, or why it has none."""
+        return _filtered(self.connection, "trace_coverage", {"study": study, "run_id": run, "rank": rank})
+
+    def ingest_errors(self) -> duckdb.DuckDBPyRelation:
+        """One row per file whose latest ingest failed: path, hash, one-line reason, internal or not."""
+        return self.connection.table("ingest_errors")
+
+    def diff(self, run_a: str, run_b: str, *, study: str | None = None, top: int = 10) -> RunDiff:
+        """What changed from run A to run B per step: components, then kernels/ops, largest first."""
+        from tracehouse.pipeline.compare import diff_runs
+
+        return diff_runs(self.connection, run_a, run_b, study=study, top=top)
+
+    def report(
+        self, path: str | Path, *, study: str | None = None, png_dir: str | Path | None = None
+    ) -> ReportResult:
+        """Write the study's self-contained HTML report (what `tracehouse report` writes)."""
+        from tracehouse.reports.build import build_report
+
+        return build_report(self.directory, path, study=study, png_dir=png_dir)
+
+
+@dataclass(frozen=True)
+class Charts:
+    """The report's charts, each `name(study=...)` -> an Altair chart (None when the study has no data)."""
+
+    warehouse: Warehouse
+
+    def _study(self, study: str | None) -> str:
+        from tracehouse.reports.source import pick_study
+
+        return pick_study(self.warehouse.connection, study)
+
+    def breakdown(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Step time per scale point, split into compute, exposed communication, other and idle (ms)."""
+        from tracehouse.reports.charts import breakdown
+
+        return breakdown.step_breakdown_chart(
+            breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
+        )
+
+    def breakdown_share(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """The same split as shares of the step."""
+        from tracehouse.reports.charts import breakdown
+
+        return breakdown.breakdown_share_chart(
+            breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
+        )
+
+    def throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Tokens per second against devices, with the ideal line."""
+        from tracehouse.reports.charts import scaling
+
+        return scaling.throughput_chart(self.warehouse.connection, self._study(study))
+
+    def per_device(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Throughput per device and MFU against devices."""
+        from tracehouse.reports.charts import scaling
+
+        return scaling.per_device_chart(self.warehouse.connection, self._study(study))
+
+    def efficiency(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Scaling efficiency and marginal throughput per added device."""
+        from tracehouse.reports.charts import scaling
+
+        return scaling.efficiency_chart(self.warehouse.connection, self._study(study))
+
+    def power(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Power per device and tokens per joule against devices."""
+        from tracehouse.reports.charts import power
+
+        return power.power_chart(self.warehouse.connection, self._study(study))
+
+    def busbw(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Collective bus bandwidth against message size."""
+        from tracehouse.reports.charts import collectives
+
+        return collectives.busbw_chart(self.warehouse.connection, self._study(study))
+
+    def rank_heatmap(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Step time per rank and step at the largest scale point."""
+        from tracehouse.reports.charts import ranks
+
+        return ranks.rank_heatmap_chart(self.warehouse.connection, self._study(study))
+
+    def top_kernels(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """The kernels or ops with the most time per rank, per run."""
+        from tracehouse.reports.charts import kernels
+
+        return kernels.top_kernels_chart(self.warehouse.connection, self._study(study))
