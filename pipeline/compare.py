@@ -70,7 +70,7 @@ def resolve_run(connection: duckdb.DuckDBPyConnection, text: str, study: str | N
     """The run a user names as RUN or STUDY/RUN (or RUN with --study); one line when unknown or ambiguous."""
     wanted_study, _, run_id = text.rpartition("/") if "/" in text else (study, "", text)
     rows = connection.execute(
-        "SELECT DISTINCT study, run_id FROM run_step_times WHERE run_id = ? AND (? IS NULL OR study = ?)"
+        "SELECT DISTINCT study, run_id FROM step_breakdown WHERE run_id = ? AND (? IS NULL OR study = ?)"
         " ORDER BY study",
         [run_id, wanted_study, wanted_study],
     ).fetchall()
@@ -82,7 +82,7 @@ def resolve_run(connection: duckdb.DuckDBPyConnection, text: str, study: str | N
     known = [
         f"{s}/{r}"
         for s, r in connection.execute(
-            "SELECT study, run_id FROM run_step_times ORDER BY study, run_id"
+            "SELECT DISTINCT study, run_id FROM step_breakdown ORDER BY study, run_id"
         ).fetchall()
     ]
     hint = (

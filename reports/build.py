@@ -9,11 +9,18 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.compare import diff_runs
 from tracehouse.reports.headline import headline
 from tracehouse.reports.html import Page, render
 from tracehouse.reports.methodology import methodology
 from tracehouse.reports.provenance import provenance_tables
-from tracehouse.reports.sections import breakdown_section, detail_sections, power_section, scaling_section
+from tracehouse.reports.sections import (
+    breakdown_section,
+    comparison_section,
+    detail_sections,
+    power_section,
+    scaling_section,
+)
 from tracehouse.reports.source import frame, open_warehouse, pick_study
 
 
@@ -27,8 +34,14 @@ class ReportResult:
     pngs: list[Path]
 
 
-def build_page(con: duckdb.DuckDBPyConnection, study: str, warehouse_label: str) -> Page:
-    """Read everything the page shows."""
+def build_page(
+    con: duckdb.DuckDBPyConnection,
+    study: str,
+    warehouse_label: str,
+    *,
+    compare: tuple[str, str] | None = None,
+) -> Page:
+    """Read everything the page shows (with `compare`, a section comparing those two runs)."""
     strategies = frame(
         con, "SELECT DISTINCT strategy FROM runs WHERE study = $1 AND strategy IS NOT NULL ORDER BY 1", study
     )["strategy"].to_list()
@@ -41,6 +54,7 @@ def build_page(con: duckdb.DuckDBPyConnection, study: str, warehouse_label: str)
         headline=headline(con, study),
         sections=[
             breakdown_section(con, study),
+            *([comparison_section(diff_runs(con, *compare, study=None))] if compare else []),
             scaling_section(con, study),
             power_section(con, study),
             *detail_sections(con, study),
@@ -64,14 +78,22 @@ def write_pngs(page: Page, directory: Path) -> list[Path]:
 
 
 def build_report(
-    warehouse_dir: str | Path, out: str | Path, *, study: str | None = None, png_dir: str | Path | None = None
+    warehouse_dir: str | Path,
+    out: str | Path,
+    *,
+    study: str | None = None,
+    png_dir: str | Path | None = None,
+    compare: tuple[str, str] | None = None,
 ) -> ReportResult:
-    """Write the HTML report of one study of a warehouse (and its charts as PNGs when png_dir is given)."""
+    """Write the HTML report of one study of a warehouse (and its charts as PNGs when png_dir is given).
+
+    `compare` (RUN_A, RUN_B; each RUN or STUDY/RUN) adds a section on what changed between them.
+    """
     out = Path(out)
     con = open_warehouse(warehouse_dir)
     try:
         chosen = pick_study(con, study)
-        page = build_page(con, chosen, str(warehouse_dir))
+        page = build_page(con, chosen, str(warehouse_dir), compare=compare)
     finally:
         con.close()
     try:

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import duckdb
-from tracehouse.reports.charts import (
-    breakdown as charts_breakdown,
-)
-from tracehouse.reports.charts import (
-    collectives as charts_collectives,
-)
-from tracehouse.reports.charts import (
-    kernels as charts_kernels,
-)
-from tracehouse.reports.charts import (
-    power as charts_power,
-)
-from tracehouse.reports.charts import (
-    ranks as charts_ranks,
-)
-from tracehouse.reports.charts import (
-    scaling as charts_scaling,
-)
+import tracehouse.reports.charts.breakdown as charts_breakdown
+import tracehouse.reports.charts.collectives as charts_collectives
+import tracehouse.reports.charts.comparison as charts_comparison
+import tracehouse.reports.charts.kernels as charts_kernels
+import tracehouse.reports.charts.power as charts_power
+import tracehouse.reports.charts.ranks as charts_ranks
+import tracehouse.reports.charts.scaling as charts_scaling
+from tracehouse.pipeline.compare import RunDiff
 from tracehouse.reports.html import Figure, Section
 
 
@@ -46,6 +36,25 @@ def breakdown_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
                 title="Step breakdown (share)",
                 chart=charts_breakdown.breakdown_share_chart(rows),
             ),
+        ],
+    )
+
+
+def comparison_section(diff: RunDiff) -> Section:
+    """Two runs compared: the change per step of each component and of the kernels/ops that moved most."""
+    return Section(
+        id="comparison",
+        title=f"What changed from {diff.a} to {diff.b}",
+        intro=charts_comparison.comparison_sentence(diff)
+        + " Each bar is the change per step from the first run to the second: the four components sum "
+        "to the step-time change; kernels and ops overlap, so theirs do not.",
+        figures=[
+            Figure(
+                id="fig-comparison",
+                title="What changed per step (ms)",
+                chart=charts_comparison.comparison_chart(diff),
+                note="The two runs have no step time to compare.",
+            )
         ],
     )
 

@@ -54,7 +54,8 @@ def _analyze_into(args: argparse.Namespace, warehouse: Path, choices: dict[str, 
         print(f"tracehouse analyze: not a trace, skipped: {path}", file=sys.stderr)
     if summary.loaded + summary.skipped == 0:
         raise TracehouseError("no trace was loaded, so there is nothing to report")
-    result = build_report(warehouse, args.output, study=args.study, png_dir=args.png)
+    compare = tuple(args.compare) if args.compare else None
+    result = build_report(warehouse, args.output, study=args.study, png_dir=args.png, compare=compare)
     if args.json:
         print(json.dumps({"ingest": summary.to_dict(), "report": _result_dict(result)}, indent=2))
     print_result(result, stream=sys.stderr if args.json else sys.stdout)

@@ -25,8 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the HTML output (shared by `report` and `analyze`)."""
     parser.add_argument("-o", "--output", required=True, type=Path, help="HTML file to write")
     parser.add_argument("--png", type=Path, metavar="DIR", help="also write every chart as PNG into DIR")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("RUN_A", "RUN_B"),
+        help="add a section on what changed from RUN_A to RUN_B (each RUN or STUDY/RUN)",
+    )
 
 
 def print_result(result: ReportResult, *, stream: TextIO | None = None) -> None:
@@ -40,5 +47,8 @@ def run_report(args: argparse.Namespace) -> int:
     """Handler of `tracehouse report`."""
     from tracehouse.reports.build import build_report
 
-    print_result(build_report(args.warehouse, args.output, study=args.study, png_dir=args.png))
+    compare = tuple(args.compare) if args.compare else None
+    print_result(
+        build_report(args.warehouse, args.output, study=args.study, png_dir=args.png, compare=compare)
+    )
     return 0

@@ -82,3 +82,17 @@ def test_hostile_names_run_no_script_in_the_browser(hostile_real_warehouse: Path
         assert browser.evaluate("document.querySelectorAll('img, iframe, b, .chart script').length") == 0
         assert browser.evaluate("document.querySelector('h1').textContent").startswith("<script>")
         assert browser.console_problems() == []
+
+
+@needs_chromium
+def test_the_comparison_section_draws(sample_warehouse: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = build_report(sample_warehouse, out, compare=("ddp-ws2", "ddp-ws4"))
+    with Browser(chromium) as browser:
+        state = {s[0]: s for s in _open(browser, out)}
+        assert len(state) == result.charts
+        _, drawn, failed, height = state["fig-comparison"]
+        assert failed is None and drawn > 20 and height > 200
+        intro = browser.evaluate("document.querySelector('#comparison p').textContent")
+        assert intro.startswith("A step of tiny-cpu-gloo/ddp-ws4 takes 117.5 ms against 48.0 ms")
+        assert browser.console_problems() == []

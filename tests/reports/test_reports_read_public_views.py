@@ -31,7 +31,14 @@ import pytest
 from tracehouse.pipeline.view_docs import load_contracts
 from tracehouse.reports.build import build_page
 from tracehouse.reports.provenance import provenance_tables
-from tracehouse.reports.source import REQUIRED_VIEWS, SNAPSHOT_VIEWS, frame, open_warehouse, pick_study
+from tracehouse.reports.source import (
+    REQUIRED_VIEWS,
+    SNAPSHOT_VIEWS,
+    frame,
+    has_relation,
+    open_warehouse,
+    pick_study,
+)
 
 PUBLIC_BY_DESIGN = frozenset(
     {
@@ -120,8 +127,11 @@ def test_every_report_statement_names_public_views_only(report_connection) -> No
     con, study = report_connection
     with query_log(con) as provenance:
         provenance_tables(con, study)
+    query = "SELECT DISTINCT run_id FROM step_breakdown WHERE study = ? ORDER BY 1"
+    runs = [r for (r,) in con.execute(query, [study]).fetchall()] if has_relation(con, "run_diff") else []
+    compare = (f"{study}/{runs[0]}", f"{study}/{runs[-1]}") if len(runs) > 1 else None
     with query_log(con) as page:
-        build_page(con, study, "warehouse")
+        build_page(con, study, "warehouse", compare=compare)
     assert set(provenance) <= set(page)  # the page's provenance is the section checked on its own
     others = [s for s in page if s not in set(provenance)]
     assert violations(con, others, PUBLIC) == []
@@ -129,6 +139,7 @@ def test_every_report_statement_names_public_views_only(report_connection) -> No
     # The log saw the whole page: the charts' and the provenance's reads are all there.
     seen = set().union(*(named(con, s)[0] for s in page))
     assert {"top_kernels", "power_coverage", "scale_points", "runs", "traces", "ingest_errors"} <= seen
+    assert compare is None or "run_diff" in seen  # the comparison section, where the study has two runs
 
 
 def test_the_views_open_warehouse_snapshots_are_public() -> None:
