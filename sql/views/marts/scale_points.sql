@@ -1,33 +1,12 @@
+-- depends on: runs, run_step_times, step_energy
 -- One row per run (a scale point): step time, throughput, MFU, scaling, breakdown shares,
 -- power and energy (METHODOLOGY "Scale-point figures").
--- step_time_us: median over steps of the slowest rank's window (DuckDB median: the mean of the
--- two middle values for an even count). Shares: sums over all ranks and steps of the run
--- divided by the summed windows. Scaling efficiency is against the study's smallest world
--- size and marginal throughput against the next smaller world size; where several runs share
--- a world size, that size counts with its best tokens/s.
+-- Step time and shares come from run_step_times (the median over steps of the slowest rank's
+-- window; sums over all ranks and steps divided by the summed windows). Scaling efficiency is
+-- against the study's smallest world size and marginal throughput against the next smaller
+-- world size; where several runs share a world size, that size counts with its best tokens/s.
 CREATE OR REPLACE VIEW scale_points AS
-WITH slowest AS (
-    SELECT study, run_id, step, max(window_us) AS slowest_us
-    FROM step_breakdown
-    GROUP BY study, run_id, step
-),
-timed AS (
-    SELECT study, run_id, median(slowest_us) AS step_time_us, count(*) AS n_steps
-    FROM slowest
-    GROUP BY study, run_id
-),
-shares AS (
-    SELECT
-        study, run_id,
-        sum(compute_us) / sum(window_us) AS compute_frac,
-        sum(exposed_comm_us) / sum(window_us) AS exposed_comm_frac,
-        sum(other_us) / sum(window_us) AS other_frac,
-        sum(idle_us) / sum(window_us) AS idle_frac
-    FROM step_breakdown
-    GROUP BY study, run_id
-    HAVING sum(window_us) > 0
-),
-device_sources AS (
+WITH device_sources AS (
     SELECT
         study, run_id, host, device, source,
         row_number() OVER (
@@ -69,7 +48,7 @@ throughput AS (
         t.step_time_us, t.n_steps,
         r.tokens_per_step / (t.step_time_us / 1e6) AS tokens_per_s
     FROM runs AS r
-    JOIN timed AS t ON r.study = t.study AND r.run_id = t.run_id
+    JOIN run_step_times AS t ON r.study = t.study AND r.run_id = t.run_id
     WHERE t.step_time_us > 0
 ),
 per_size AS (
@@ -104,5 +83,5 @@ SELECT
     e.energy_method
 FROM throughput AS p
 LEFT JOIN scaled AS s ON p.study = s.study AND p.world_size = s.world_size
-LEFT JOIN shares AS sh ON p.study = sh.study AND p.run_id = sh.run_id
+LEFT JOIN run_step_times AS sh ON p.study = sh.study AND p.run_id = sh.run_id
 LEFT JOIN energy AS e ON p.study = e.study AND p.run_id = e.run_id;
