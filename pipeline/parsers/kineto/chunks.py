@@ -46,7 +46,7 @@ def chunk_rows(path: Path, events: Any, *, invalid_utf8: bool) -> EventRows:
     raws, split_replaced = dec.split_events(path, events)
     cols = _Columns(invalid_utf8=invalid_utf8 or split_replaced)
     for start in range(0, len(raws), CHUNK_EVENTS):
-        _read_chunk(path, raws[start : start + CHUNK_EVENTS], cols)
+        _read_chunk(path, raws[start : start + CHUNK_EVENTS], start, cols)
     del raws
     if not cols.raw or sum(f.height for f in cols.raw) == 0:
         raise TraceFormatError(path, NO_EVENTS)
@@ -64,15 +64,15 @@ def chunk_rows(path: Path, events: Any, *, invalid_utf8: bool) -> EventRows:
     )
 
 
-def _read_chunk(path: Path, raws: list[Any], cols: _Columns) -> None:
-    """Decode one batch of events into columns; its Python objects die on return."""
+def _read_chunk(path: Path, raws: list[Any], first_event: int, cols: _Columns) -> None:
+    """Decode one batch of events (from traceEvents[first_event]) into columns; its objects die on return."""
     joined = dec.join_events(raws)
-    events, loose, chunk = dec.decode_chunk(path, joined)
+    events, loose, chunk = dec.decode_chunk(path, joined, first_event)
     cols.loose |= loose
     cols.invalid_utf8 |= chunk is not joined
     xs = [e for e in events if e.ph == "X"]
     cols.metas.extend(e for e in events if e.ph == "M")
-    raw = with_facts(raw_columns(xs, loose))
+    raw = with_facts(raw_columns(path, xs, loose))
     offset = sum(f.height for f in cols.raw)
     cols.comm_args.append(comm_args_frame(xs, raw).with_columns(pl.col("_row") + offset))
     cols.raw.append(raw)

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 import polars as pl
-from tracehouse.pipeline.parsers.kineto.events import int64_or_none
+from tracehouse.pipeline.parsers.kineto.limits import int32_or_none, int64_or_none
 
 _NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
 
@@ -22,7 +22,7 @@ COMM_ARGS: dict[str, pl.DataType] = {
     "collective_name": pl.String,
     "in_nelems": pl.Int64,
     "out_nelems": pl.Int64,
-    "group_size": pl.Int64,
+    "group_size": pl.Int64,  # values within int32 (COLLECTIVES.group_size), else NULL
     "dtype": pl.String,
     "pg_name": pl.String,
     "pg_desc": pl.String,
@@ -105,13 +105,13 @@ def comm_args_rows(idx: list[int], arg: Callable[[int, str], Any]) -> pl.DataFra
             "collective_name": _str(arg(i, "collective_name")),
             "in_nelems": int64_or_none(arg(i, "in_nelems")),
             "out_nelems": int64_or_none(arg(i, "out_nelems")),
-            "group_size": int64_or_none(arg(i, "group_size")),
+            "group_size": int32_or_none(arg(i, "group_size")),
             "dtype": _str(arg(i, "dtype")),
             "pg_name": _str(arg(i, "pg_name")),
             "pg_desc": _str(arg(i, "pg_desc")),
             "seq": int64_or_none(arg(i, "seq")),
             "sequence_number": int64_or_none(arg(i, "sequence_number")),
-            "numel": input_numel(_decode_raw(arg(i, "input_dims"))),
+            "numel": int64_or_none(input_numel(_decode_raw(arg(i, "input_dims")))),
             "input_type": input_dtype(_decode_raw(arg(i, "input_type"))),
         }
         for i in idx

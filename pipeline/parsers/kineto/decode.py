@@ -14,16 +14,20 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto.depth import deeper_than
 from tracehouse.pipeline.parsers.kineto.gunzip import gunzip
+from tracehouse.pipeline.parsers.kineto.limits import DEPTH_ERROR, MAX_DEPTH
 from tracehouse.pipeline.parsers.kineto.structs import Event, LooseEvent, TimeOnly, TopLevelFields
 
 _LEADING_SPACE = re.compile(rb"\s*")
+_EVENT_AT = re.compile(r"\$\[(\d+)\]")
 
 
 class _InvalidUtf8(Exception):
@@ -37,6 +41,8 @@ def read_bytes(path: Path) -> bytes | mmap.mmap:
     the mapping is read-only and unmapped when the last reference goes.
     """
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the open forever
+            raise TraceFormatError(path, "not a regular file")
         with path.open("rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
             f.seek(0)
@@ -62,7 +68,8 @@ def first_byte(data: bytes | mmap.mmap) -> bytes:
     return data[start : start + 1]
 
 
-def _decode(path: Path, data: bytes, type_: Any) -> Any:
+def _decode(path: Path, data: Any, type_: Any) -> Any:
+    """msgspec's decode; syntax errors worded, invalid UTF-8 signalled (ValidationError passes)."""
     try:
         return msgspec.json.decode(data, type=type_)
     except msgspec.ValidationError:
@@ -73,28 +80,53 @@ def _decode(path: Path, data: bytes, type_: Any) -> Any:
         raise TraceFormatError(path, f"invalid JSON: {exc}") from None
 
 
+def _decode_text(path: Path, data: Any, type_: Any) -> tuple[Any, Any]:
+    """(decoded value, text decoded): `data`, or a copy with invalid UTF-8 replaced if msgspec met some."""
+    try:
+        return _decode(path, data, type_), data
+    except _InvalidUtf8:
+        text = replace_invalid_utf8(data)
+        return _decode(path, text, type_), text
+
+
 def replace_invalid_utf8(data: Any) -> bytes:
     """The text with invalid UTF-8 replaced by U+FFFD (as Python decodes it)."""
     return bytes(data).decode("utf-8", errors="replace").encode()
 
 
+def not_a_trace(exc: msgspec.ValidationError, first_event: int | None = None) -> str:
+    """A ValidationError as a reason: "not a Kineto trace: <what> at <where>".
+
+    msgspec says where as `$.field` or, in a batch of events, `$[i].field`: here the event's
+    index in the whole traceEvents array (the batch starts at `first_event`).
+    """
+    what, _, where = str(exc).partition(" - at `")
+    where = where.removesuffix("`")
+    event = _EVENT_AT.match(where) if first_event is not None else None
+    if event is not None:
+        where = f"traceEvents[{first_event + int(event[1])}]{where[event.end() :]}"
+    where = where.removeprefix("$.")
+    return f"not a Kineto trace: {what} at {where}" if where else f"not a Kineto trace: {what}"
+
+
 def decode_top(path: Path, data: bytes) -> tuple[TopLevelFields, Any, bool]:
     """(top-level fields, the traceEvents array as raw JSON, UTF-8 replaced?).
 
-    A bare array has no top-level fields.
+    A bare array has no top-level fields. The nesting depth is checked first: msgspec
+    recurses once per level, and the C scanner rejects the same documents (`kineto.limits`).
     """
+    if deeper_than(data, MAX_DEPTH):
+        raise TraceFormatError(path, DEPTH_ERROR)
     first = first_byte(data)
     if first == b"[":
         return TopLevelFields(), data, False
     if first != b"{":
         raise TraceFormatError(path, "not a Kineto trace: top level is neither an object nor an array")
     try:
-        top, replaced = _decode(path, data, TopLevelFields), False
-    except _InvalidUtf8:
-        top, replaced = _decode(path, replace_invalid_utf8(data), TopLevelFields), True
+        top, text = _decode_text(path, data, TopLevelFields)
     except msgspec.ValidationError as exc:
-        raise TraceFormatError(path, f"not a Kineto trace: {exc}") from None
-    return top, top.traceEvents, replaced
+        raise TraceFormatError(path, not_a_trace(exc)) from None
+    return top, top.traceEvents, text is not data
 
 
 def split_events(path: Path, events: Any) -> tuple[list[msgspec.Raw], bool]:
@@ -102,11 +134,10 @@ def split_events(path: Path, events: Any) -> tuple[list[msgspec.Raw], bool]:
     if events is None:
         return [], False
     try:
-        return _decode(path, events, list[msgspec.Raw]), False
-    except _InvalidUtf8:
-        return _decode(path, replace_invalid_utf8(events), list[msgspec.Raw]), True
+        raws, text = _decode_text(path, events, list[msgspec.Raw])
     except msgspec.ValidationError:
         raise TraceFormatError(path, "not a Kineto trace: traceEvents is not an array") from None
+    return raws, text is not events
 
 
 def join_events(raws: list[msgspec.Raw]) -> bytes:
@@ -114,21 +145,23 @@ def join_events(raws: list[msgspec.Raw]) -> bytes:
     return b"[" + b",".join(raws) + b"]"
 
 
-def decode_chunk(path: Path, chunk: bytes) -> tuple[list[Any], bool, bytes]:
+def decode_chunk(path: Path, chunk: bytes, first_event: int) -> tuple[list[Any], bool, bytes]:
     """(events, loose, chunk): the fast typed decode, or the loose one when the chunk breaks its types.
 
     The returned chunk is what was decoded: invalid UTF-8 (a mangled kernel name) is replaced
-    by U+FFFD rather than losing the whole file.
+    by U+FFFD rather than losing the whole file. `first_event`: the chunk's first index in
+    traceEvents (for the error's place).
     """
     try:
-        return _decode(path, chunk, list[Event]), False, chunk
-    except _InvalidUtf8:
-        return decode_chunk(path, replace_invalid_utf8(chunk))
-    except msgspec.ValidationError as fast_error:
-        try:
-            return _decode(path, chunk, list[LooseEvent]), True, chunk
-        except msgspec.ValidationError:
-            raise TraceFormatError(path, f"not a Kineto trace: {fast_error}") from None
+        events, text = _decode_text(path, chunk, list[Event])
+        return events, False, text
+    except msgspec.ValidationError:
+        pass
+    try:
+        events, text = _decode_text(path, chunk, list[LooseEvent])
+    except msgspec.ValidationError as exc:  # the loose decode's error: the one that no type change avoids
+        raise TraceFormatError(path, not_a_trace(exc, first_event)) from None
+    return events, True, text
 
 
 def decode_time_text(path: Path, chunk: bytes) -> list[Any]:

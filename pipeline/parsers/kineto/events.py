@@ -9,13 +9,20 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto.limits import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_TIME_US,
+    int64_or_none,
+    shown,
+)
 from tracehouse.pipeline.parsers.kineto.timestamps import float_to_ns
 from tracehouse.pipeline.schema import EVENTS, THREADS
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 RUNTIME_KIND = "runtime"
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NO_EVENTS = "no trace events (no complete ph=X events)"
 
 
@@ -35,13 +42,14 @@ class EventRows:
     decoder: str  # "scan", "typed" or "loose"
 
 
-def int64_or_none(value: Any) -> int | None:
-    """The value if it is an integer that fits an Int64 column, else None (text, float, > 64 bits)."""
-    return value if type(value) is int and INT64_MIN <= value <= INT64_MAX else None
+def _ints(values: list[Any], loose: bool) -> pl.Series:
+    """Int64 column; anything that is not an integer (text, float, > 64 bits) becomes NULL.
 
-
-def _ints(values: list[Any]) -> pl.Series:
-    """Int64 column; anything that is not an integer (text, float, > 64 bits) becomes NULL."""
+    Loose values (any JSON) are sorted out in Python first: Polars would walk a nested list
+    once per element and level (cubic in its depth).
+    """
+    if loose:
+        return pl.Series([int64_or_none(v) for v in values], dtype=pl.Int64)
     try:
         return pl.Series(values, dtype=pl.Int64)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
@@ -64,46 +72,92 @@ def _strings(values: list[Any], loose: bool) -> pl.Series:
     return pl.Series(values, dtype=pl.String)
 
 
-def _floats(values: list[Any]) -> pl.Series:
-    return pl.Series(values, dtype=pl.Float64, strict=False)
+def _times(path: Path, xs: list[Any], key: str, loose: bool) -> pl.Series:
+    """A complete event's ts or dur in µs as written (Float64); TraceFormatError unless a number in range.
+
+    The range (|value| < MAX_TIME_US) is where the float path is exact and ns fit int64; a JSON
+    integer too large for a float would otherwise become NULL.
+    """
+    values = list(map(attrgetter(key), xs))
+    if loose:
+        wrong = [i for i, v in enumerate(values) if v is not None and type(v) not in (int, float)]
+        if wrong:
+            first = xs[wrong[0]]
+            raise TraceFormatError(
+                path, f"complete (ph=X) event {first.name!r}: {key} {values[wrong[0]]!r:.40} is not a number"
+            )
+    us = pl.Series(values, dtype=pl.Float64, strict=False)
+    outside = us.abs() >= MAX_TIME_US
+    if us.null_count() != values.count(None):  # an integer beyond float range
+        outside = outside.fill_null(True) & pl.Series([v is not None for v in values])
+    if outside.any():
+        i = outside.arg_true()[0]
+        value = values[i] if type(values[i]) is float else shown(values[i])
+        raise TraceFormatError(
+            path,
+            f"complete (ph=X) event {xs[i].name!r}: {key} {value} µs is out of range (|{key}| < 2^53 µs)",
+        )
+    return us
 
 
-def raw_columns(xs: list[Any], loose: bool) -> pl.DataFrame:
+def raw_columns(path: Path, xs: list[Any], loose: bool) -> pl.DataFrame:
     """One row per complete event, values as written (ts/dur still float µs)."""
     args = list(map(attrgetter("args"), xs))
 
     def arg(attr: str) -> list[Any]:
         return list(map(attrgetter(attr), args))
 
-    external = _ints(arg("external_id")).fill_null(_ints(arg("external_id_legacy")))
+    external = _ints(arg("external_id"), loose).fill_null(_ints(arg("external_id_legacy"), loose))
     return pl.DataFrame(
         {
             "_row": pl.int_range(len(xs), dtype=pl.Int64, eager=True),
             "cat": _strings(list(map(attrgetter("cat"), xs)), loose),
             "name": _strings(list(map(attrgetter("name"), xs)), loose),
-            "ts_us": _floats(list(map(attrgetter("ts"), xs))),
-            "dur_us": _floats(list(map(attrgetter("dur"), xs))),
+            "ts_us": _times(path, xs, "ts", loose),
+            "dur_us": _times(path, xs, "dur", loose),
             "pid": _texts(list(map(attrgetter("pid"), xs))),
             "tid": _texts(list(map(attrgetter("tid"), xs))),
-            "stream": _ints(arg("stream")),
-            "device": _ints(arg("device")),
-            "correlation": _ints(arg("correlation")),
+            "stream": _ints(arg("stream"), loose),
+            "device": _ints(arg("device"), loose),
+            "correlation": _ints(arg("correlation"), loose),
             "external_id": external,
         }
     )
 
 
-def check_times(path: Path, raw: pl.DataFrame) -> None:
-    """Complete events must carry both `ts` and `dur`."""
-    if not (raw["ts_ns"].null_count() or raw["dur_ns"].null_count()):
-        return
-    missing = raw.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null())
-    if missing.height:
+def check_times(path: Path, raw: pl.DataFrame, base_time_ns: int) -> None:
+    """Complete events must carry both `ts` and `dur`, and their times in ns must fit int64.
+
+    Checked on both paths alike: `ts_unix_ns = base + ts_ns` of every complete event and
+    `ts_unix_ns + dur_ns` of those kept (dur >= 0), exactly (Python integers at the extremes).
+    """
+    if raw["ts_ns"].null_count() or raw["dur_ns"].null_count():
+        missing = raw.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null())
         first = missing.row(0, named=True)
         raise TraceFormatError(
             path,
             f"{missing.height} complete (ph=X) events lack ts or dur; first: {first['name']!r}",
         )
+    ts, kept = raw["ts_ns"], raw.filter(pl.col("dur_ns") >= 0)
+    for start in (base_time_ns + ts.min(), base_time_ns + ts.max()):
+        if not INT64_MIN <= start <= INT64_MAX:
+            name = raw.filter(pl.col("ts_ns") == start - base_time_ns)["name"][0]
+            raise TraceFormatError(path, _out_of_range(name, "ts_unix_ns", start, base_time_ns))
+    if kept.height == 0 or base_time_ns + ts.max() + kept["dur_ns"].max() <= INT64_MAX:
+        return  # no end can overflow: every trace within centuries of the epoch
+    late = kept.filter(pl.col("ts_ns") > INT64_MAX - base_time_ns - kept["dur_ns"].max())
+    for name, ts_ns, dur_ns in late.select("name", "ts_ns", "dur_ns").iter_rows():
+        if base_time_ns + ts_ns + dur_ns > INT64_MAX:
+            raise TraceFormatError(
+                path, _out_of_range(name, "ts_unix_ns + dur_ns", base_time_ns + ts_ns + dur_ns, base_time_ns)
+            )
+
+
+def _out_of_range(name: str | None, what: str, ns: int, base_time_ns: int) -> str:
+    return (
+        f"complete (ph=X) event {name!r}: {what} {shown(ns)} (baseTimeNanoseconds {base_time_ns} + ts"
+        f"{' + dur' if what != 'ts_unix_ns' else ''}) is out of range (int64)"
+    )
 
 
 def with_ns(raw: pl.DataFrame, ts_ns: pl.Series | None, dur_ns: pl.Series | None) -> pl.DataFrame:

@@ -21,6 +21,7 @@ from tracehouse.pipeline.parsers.kineto.chunks import CHUNK_EVENTS
 from tracehouse.pipeline.parsers.kineto.commargs import comm_args_rows
 from tracehouse.pipeline.parsers.kineto.decode import first_byte, replace_invalid_utf8
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS, RUNTIME_KIND, EventRows, MetaRow
+from tracehouse.pipeline.parsers.kineto.limits import SCANNER_LIMITS
 from tracehouse.pipeline.parsers.kineto.names import category_facts, is_comm_name, kind_of, name_facts
 from tracehouse.pipeline.parsers.kineto.structs import ARG_FIELDS, TopLevelFields
 
@@ -67,7 +68,7 @@ def scan_trace(data: bytes) -> Scanned | None:
     if _kineto_scan is None:
         return None
     try:
-        cols = _kineto_scan.scan(data, _SIDE_KEYS, is_comm_name, launch_role)
+        cols = _kineto_scan.scan(data, _SIDE_KEYS, is_comm_name, launch_role, SCANNER_LIMITS)
     except ValueError:
         return None
     fields = _top_fields(data, cols["top"])

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.parsers.kineto.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, in_range
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
 from tracehouse.pipeline.schema import PROCESS_GROUPS
 
@@ -50,11 +51,35 @@ class TopLevel:
         return value if type(value) is int else None
 
 
+def _int32(path: Path, field: str, value: Any) -> None:
+    """TraceFormatError when an integer the warehouse stores as INTEGER does not fit int32."""
+    if type(value) is int:
+        in_range(path, field, value, INT32_MIN, INT32_MAX)
+
+
+def _check_ranges(path: Path, trace: Any, info: dict[str, Any] | None) -> None:
+    """The top-level integers that become warehouse columns must fit them (`kineto.limits`)."""
+    in_range(path, "baseTimeNanoseconds", trace.baseTimeNanoseconds, INT64_MIN, INT64_MAX)
+    _int32(path, "schemaVersion", trace.schemaVersion)
+    info = info or {}
+    for key in ("rank", "world_size"):
+        _int32(path, f"distributedInfo.{key}", info.get(key))
+    config = info.get("pg_config")
+    for i, group in enumerate(config if isinstance(config, list) else []):
+        if not isinstance(group, dict):
+            continue
+        _int32(path, f"distributedInfo.pg_config[{i}].pg_size", group.get("pg_size"))
+        ranks = group.get("ranks")
+        for j, rank in enumerate(ranks if isinstance(ranks, list) else []):
+            _int32(path, f"distributedInfo.pg_config[{i}].ranks[{j}]", rank)
+
+
 def top_level(path: Path, trace: Any, *, bare_array: bool, invalid_utf8: bool) -> TopLevel:
     """Collect the top-level facts from a decoded trace."""
     info = trace.distributedInfo
     if info is not None and not isinstance(info, dict):
         raise TraceFormatError(path, "distributedInfo is not an object")
+    _check_ranges(path, trace, info)
     devices = trace.deviceProperties or trace.computeProperties or []
     host = trace.host_name if trace.host_name is not None else trace.hostname
     version = trace.schemaVersion

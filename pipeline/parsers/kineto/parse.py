@@ -92,7 +92,7 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     raw = rows.raw
     if raw.height == 0:
         raise TraceFormatError(path, NO_EVENTS)
-    check_times(path, raw)
+    check_times(path, raw, top.base_time_ns or 0)
     full, negative = events_frame(raw, top.base_time_ns or 0)
     extra = {"decoder": rows.decoder}
     if rows.invalid_utf8:

@@ -1,6 +1,6 @@
 /* One-pass scanner of a Kineto `traceEvents` JSON array into columns (no per-event objects).
 
-scan(buffer, side_keys, name_filter, cat_filter) -> dict. Complete (ph "X") events become
+scan(buffer, side_keys, name_filter, cat_filter, limits) -> dict. Complete (ph "X") events become
 rows: cat/name/pid/tid as int32 codes into lists of unique strings ("<dict>_values"; code 0
 is null, else 1 + index; pid/tid numbers become their decimal text); ts/dur as exact int64 ns
 (see to_ns); stream/correlation/external_id/device as int64; each int column has a
@@ -16,6 +16,10 @@ Anything the scanner does not reproduce exactly (malformed JSON, unexpected type
 it cannot convert exactly) raises ValueError: the caller falls back to the msgspec path.
 UTF-8 is validated only where msgspec decodes a string (so the invalid_utf8 flag matches);
 events holding invalid UTF-8 there are listed in "invalid_utf8_events".
+`limits` is (max_depth, max_int_len) from kineto/limits.py: arrays/objects nested deeper than
+max_depth (the top level is level 1), and where msgspec decodes a value an integer literal
+longer than max_int_len or a number beyond double range, raise ValueError too (the msgspec
+path rejects the same documents and words the error).
 
 Speed: strings, whitespace and digit runs are scanned 16 bytes at a time (SSE2, else an exact
 SWAR fallback); known keys are recognised from their raw bytes (an escaped spelling takes the
@@ -145,9 +149,20 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     PyObject *keys, *name_filter, *cat_filter;
-    if (!PyArg_ParseTuple(args, "y*O!OO:scan", &view, &PyTuple_Type, &keys, &name_filter, &cat_filter)) return NULL;
+    int max_depth;
+    Py_ssize_t max_int_len;
+    if (!PyArg_ParseTuple(args, "y*O!OO(in):scan", &view, &PyTuple_Type, &keys, &name_filter, &cat_filter, &max_depth,
+                          &max_int_len))
+        return NULL;
+    if (max_depth < 4 || max_int_len < 1) { /* the events and their args are 4 levels deep */
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "limits must be (max_depth >= 4, max_int_len >= 1)");
+        return NULL;
+    }
     Ctx c;
     memset(&c, 0, sizeof(c));
+    c.max_depth = max_depth;
+    c.max_int_len = (size_t)max_int_len;
     c.start = view.buf;
     c.end = c.start + view.len;
     c.invalid_events = PyList_New(0);
@@ -168,7 +183,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buffer, side_keys, name_filter, cat_filter) -> dict of columns (see module doc)"},
+     "scan(buffer, side_keys, name_filter, cat_filter, (max_depth, max_int_len)) -> dict of columns (see module doc)"},
     {NULL, NULL, 0, NULL},
 };
 

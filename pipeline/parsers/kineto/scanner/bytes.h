@@ -26,6 +26,7 @@ static int buf_reserve(Buf *b, size_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (!n) return 0; /* an empty buffer has no memory yet: memcpy must not see its NULL */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->p + b->len, src, n);
     b->len += n;

@@ -33,6 +33,9 @@ typedef struct {
     int side_decoded[MAX_SIDE_KEYS];
     uint64_t side_sig; /* bit side_sig(key) set for each side key */
     int64_t rows_x, rows_m, events;
+    int max_depth;      /* arrays/objects nested deeper decline the document (kineto/limits.py) */
+    size_t max_int_len; /* msgspec refuses an integer literal longer than this (sign included) */
+    int room_top, room_member, room_arg; /* levels left for a top-level member, an event member, an arg */
     size_t row_cap; /* rows the codes, ints and int_valid buffers all hold */
     unsigned char indent[N_INDENT]; /* see skip_indent */
     unsigned char time_shape[2][2], int_shape[N_INTS + 1]; /* see same_shape; [N_INTS]: "external id" */

@@ -29,9 +29,9 @@ static const char *read_args(Ctx *c, const char *p, Event *ev) {
             default:
                 if ((field = side_index(c, k, n)) >= 0) {
                     const char *s = p;
-                    p = skip_value(c, p, c->side_decoded[field], 0, &ev->invalid);
+                    p = skip_value(c, p, c->side_decoded[field], 0, c->room_arg, &ev->invalid);
                     if (p && add_side(c, field, s, p)) return NULL;
-                } else p = skip_member(c, p, 0, &ev->invalid);
+                } else p = skip_member(c, p, 0, c->room_arg, &ev->invalid);
         }
         int more = p ? next_member(c, &p, c->indent + W_ARG) : -1;
         if (more <= 0) return more ? NULL : p;
@@ -67,7 +67,7 @@ static const char *read_field(Ctx *c, const char *p, int id, Event *ev) {
         case K_ARGS:
             if (ev->seen_args++) return fail(c, "duplicate args"), NULL;
             return read_args(c, p, ev);
-        default: return skip_member(c, p, 0, &ev->invalid);
+        default: return skip_member(c, p, 0, c->room_member, &ev->invalid);
     }
 }
 
@@ -226,7 +226,7 @@ static const char *scan_object(Ctx *c, const char *p) {
             p = scan_array(c, p);
         } else {
             int unused = 0;
-            if ((p = skip_value(c, p, 0, 0, &unused))) {
+            if ((p = skip_value(c, p, 0, 0, c->room_top, &unused))) {
                 int64_t span[2] = {member - c->start, p - c->start};
                 if (buf_put(&c->top, span, sizeof(span))) return NULL;
             }
@@ -236,9 +236,19 @@ static const char *scan_object(Ctx *c, const char *p) {
     }
 }
 
+/* The levels left below each place a value is skipped: the document's top level is level 1,
+   events are level 3 in an object (2 in a bare array), their args one level deeper. */
+static void set_rooms(Ctx *c, int event_level) {
+    c->room_top = c->max_depth - 1;
+    c->room_member = c->max_depth - event_level;
+    c->room_arg = c->max_depth - event_level - 1;
+}
+
 static int scan_document(Ctx *c) {
     const char *p = skip_ws(c->start, c->end);
-    if (p < c->end && *p == '{') p = scan_object(c, p);
+    int object = p < c->end && *p == '{';
+    set_rooms(c, object ? 3 : 2);
+    if (object) p = scan_object(c, p);
     else p = scan_array(c, p);
     if (!p) return -1;
     if (skip_ws(p, c->end) != c->end) return fail(c, "trailing data");

@@ -85,6 +85,7 @@ static const char *read_id(Ctx *c, const char *p, int d, Event *ev) {
     Num num;
     if (!(p = scan_number(c, p, &num))) return NULL;
     if (!is_int(&num)) return fail(c, "pid/tid is not an integer"), NULL;
+    if (!decodable(c, &num)) return fail(c, "pid/tid out of range"), NULL;
     int minus_zero = num.neg && num.int_n == 1 && num.int_s[0] == '0';
     const char *text = minus_zero ? num.int_s : num.s;
     ev->code[d] = dict_code(&c->dicts[d], text, (size_t)(num.e - text));
@@ -99,8 +100,9 @@ static const char *read_time(Ctx *c, const char *p, int which, Event *ev) {
         unsigned n = c->time_shape[which][0], f = c->time_shape[which][1];
         if (!same_shape(p, digits, n, f)) {
             n = p[0] == '0' ? 1 : run_of(digits);
+            if (!n || n > 16) goto general; /* before the shift below: n + 1 < 32 */
             f = p[n] == '.' ? run_of(digits >> (n + 1)) : 0;
-            if (!n || n > 16 || (p[n] == '.' && !f) || n + f >= 31) goto general;
+            if ((p[n] == '.' && !f) || n + f >= 31) goto general;
             c->time_shape[which][0] = (unsigned char)n;
             c->time_shape[which][1] = (unsigned char)f;
         }
@@ -122,6 +124,7 @@ general:
     Num num;
     if (p >= c->end || !(*p == '-' || (*p >= '0' && *p <= '9'))) return fail(c, "ts/dur is not a number"), NULL;
     if (!(p = scan_number(c, p, &num))) return NULL;
+    if (!decodable(c, &num)) return fail(c, "ts/dur out of range"), NULL; /* any event: msgspec decodes it */
     ev->valid[which] = to_ns(&num, which == I_TS, &ev->val[which]);
     ev->time_bad[which] = !ev->valid[which];
     return p;
@@ -152,6 +155,7 @@ general:
     Num num;
     if (!(p = scan_number(c, p, &num))) return NULL;
     if (!is_int(&num)) return fail(c, "unexpected arg type"), NULL;
+    if (!decodable(c, &num)) return fail(c, "arg out of range"), NULL;
     *valid = num_int64(&num, val);
     return p;
 }

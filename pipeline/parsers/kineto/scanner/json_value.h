@@ -4,8 +4,6 @@
 #include <math.h>
 #include "json_string.h"
 
-#define MAX_DEPTH 1000
-
 /* A JSON number's parts (grammar checked). */
 typedef struct {
     const char *s, *e; /* whole text */
@@ -49,6 +47,25 @@ static const char *scan_number(Ctx *c, const char *p, Num *num) {
 }
 
 static int is_int(const Num *n) { return !n->frac_s && !n->has_exp; }
+
+/* Whether msgspec decodes the number where it decodes values (it refuses an integer literal
+   longer than max_int_len and a float beyond double range): 0 declines the document. */
+static int decodable(Ctx *c, const Num *n) {
+    size_t len = (size_t)(n->e - n->s);
+    if (is_int(n)) return len <= c->max_int_len;
+    if (!n->has_exp && n->int_n <= 308) return 1; /* below 10^308: finite */
+    char *text = malloc(len + 1);
+    if (!text) return 0;
+    memcpy(text, n->s, len);
+    text[len] = 0;
+    double v = PyOS_string_to_double(text, NULL, NULL); /* correctly rounded, as msgspec's */
+    free(text);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return isfinite(v);
+}
 
 /* Whether the number at p (digits: its digit_bits32) has the shape of the last one read at
    this place: n integer digits (n > 0; "0" alone when it starts with 0), then when f > 0 '.'
@@ -113,7 +130,7 @@ static int to_ns(const Num *n, int is_ts, int64_t *out) {
     return by_float == exact;
 }
 
-static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int *invalid);
+static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int room, int *invalid);
 
 static inline const char *skip_string(Ctx *c, const char *p, int decoded, int *invalid) {
     Str s;
@@ -122,32 +139,41 @@ static inline const char *skip_string(Ctx *c, const char *p, int decoded, int *i
     return p;
 }
 
-/* A number's grammar only (p at its first byte): as scan_number, keeping nothing. */
-static inline const char *skip_number(Ctx *c, const char *p) {
+/* A number's grammar only (p at its first byte): as scan_number, keeping nothing. `decoded`:
+   msgspec decodes it, so its range is checked too (see decodable). */
+static inline const char *skip_number(Ctx *c, const char *p, int decoded) {
     const char *end = c->end;
     if (end - p >= 16 && p[0] >= '1' && p[0] <= '9') { /* the common plain integer */
         const char *q = digits_end(p + 1, end);
-        if (q < end && *q != '.' && *q != 'e' && *q != 'E') return q;
+        if (q < end && *q != '.' && *q != 'e' && *q != 'E') {
+            if (decoded && (size_t)(q - p) > c->max_int_len) return fail(c, "integer out of range"), NULL;
+            return q;
+        }
     }
     Num n;
-    return scan_number(c, p, &n);
+    p = scan_number(c, p, &n);
+    if (p && decoded && !decodable(c, &n)) return fail(c, "number out of range"), NULL;
+    return p;
 }
 
-/* The values read_args and read_field skip: strings and numbers inline, the rest by skip_value. */
-static inline const char *skip_member(Ctx *c, const char *p, int decoded, int *invalid) {
+/* The values read_args and read_field skip: strings and numbers inline, the rest by skip_value.
+   room: the levels of nesting left for the value (see skip_value). */
+static inline const char *skip_member(Ctx *c, const char *p, int decoded, int room, int *invalid) {
     if (p < c->end && *p == '"') return skip_string(c, p + 1, decoded, invalid);
-    if (p < c->end && *p >= '0' && *p <= '9') return skip_number(c, p);
-    return skip_value(c, p, decoded, 0, invalid);
+    if (p < c->end && *p >= '0' && *p <= '9') return skip_number(c, p, decoded);
+    return skip_value(c, p, decoded, 0, room, invalid);
 }
 
-/* Skip one JSON value (p at its first byte). `decoded`: msgspec decodes it (checks UTF-8). */
-static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int *invalid) {
+/* Skip one JSON value (p at its first byte). `decoded`: msgspec decodes it (checks UTF-8 and
+   numbers). depth: levels below the caller's (indentation prediction); room: the levels of
+   nesting the value may still open (an array or object needs 1; kineto/limits.py MAX_DEPTH). */
+static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int room, int *invalid) {
     const char *end = c->end;
     if (p >= end) return fail(c, "truncated"), NULL;
-    if (depth > MAX_DEPTH) return fail(c, "nested too deeply"), NULL;
     char ch = *p;
     if (ch == '"') return skip_string(c, p + 1, decoded, invalid);
     if (ch == '{' || ch == '[') {
+        if (room < 1) return fail(c, "nested too deeply"), NULL;
         char close = ch == '{' ? '}' : ']';
         unsigned char *w = c->indent + W_VALUE + 2 * (depth < 7 ? depth : 7);
         p = skip_ws_at(p + 1, end, w);
@@ -160,14 +186,14 @@ static const char *skip_value(Ctx *c, const char *p, int decoded, int depth, int
                 if (p >= end || *p != ':') return fail(c, "expected ':'"), NULL;
                 p = skip_ws(p + 1, end);
             }
-            if (!(p = skip_value(c, p, decoded, depth + 1, invalid))) return NULL;
+            if (!(p = skip_value(c, p, decoded, depth + 1, room - 1, invalid))) return NULL;
             p = skip_ws_at(p, end, w + 1);
             if (p < end && *p == close) return p + 1;
             if (p >= end || *p != ',') return fail(c, "expected ',' or a closing bracket"), NULL;
             p = skip_ws_at(p + 1, end, w);
         }
     }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) return skip_number(c, p);
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return skip_number(c, p, decoded);
     static const char *literals[] = {"true", "false", "null"};
     for (int i = 0; i < 3; i++) {
         size_t len = strlen(literals[i]);
