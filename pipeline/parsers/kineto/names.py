@@ -56,8 +56,10 @@ def step_number(name: str | None) -> int | None:
     if name is None or not name.startswith("ProfilerStep#"):
         return None
     match = _STEP.match(name)
-    step = int(match.group(1)) if match else None
-    return step if step is not None and step <= INT64_MAX else None
+    if match is None:
+        return None
+    digits = match.group(1).lstrip("0") or "0"  # 19 digits hold every int64; int() refuses 4,300+
+    return int(digits) if len(digits) <= 19 and int(digits) <= INT64_MAX else None
 
 
 def category_facts(cats: list[str | None]) -> pl.DataFrame:
