@@ -23,6 +23,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed import distributed_c10d as c10d
 from tracehouse.pipeline.common.comm_label import format_label
+from tracehouse.pipeline.common.comm_names import OPS
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class Target:
     message_arg: str | None  # the argument holding the message tensor(s); None: no payload
     # The message argument is one rank's share (an all-gather input): bytes x group size.
     times_group: bool = False
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"{self.op!r} is not a normalised collective op (comm_names.OPS)")
 
 
 # bytes follows the nccl-tests "size": the larger buffer (all-gather output, reduce-scatter input).

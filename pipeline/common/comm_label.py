@@ -7,23 +7,16 @@ in a `torch.profiler.record_function` span whose name is a label of this form:
 
 Fields are `key=value` separated by `|`; values never contain `|`. `seq` counts the
 collectives this rank issued on that process group, from 0. The parser reads the labels
-back (`parse_label`, or the vectorised `label_columns`) to attribute gloo spans.
+back (`parse_label`, or the vectorised `parsers.kineto.labels.label_columns`) to attribute
+gloo spans. The prefix is part of the communication vocabulary (`comm_vocabulary`).
 """
 
 from __future__ import annotations
 
-import polars as pl
+from tracehouse.pipeline.common.comm_vocabulary import LABEL_PREFIX, LABEL_START
 
-LABEL_PREFIX = "tracehouse.collective"
-LABEL_FIELDS: dict[str, pl.DataType] = {
-    "op": pl.String,
-    "pg": pl.String,
-    "pg_desc": pl.String,
-    "seq": pl.Int64,
-    "bytes": pl.Int64,
-    "dtype": pl.String,
-    "group_size": pl.Int32,
-}
+# In label order; seq, bytes and group_size are integers, the others text.
+LABEL_FIELDS = ("op", "pg", "pg_desc", "seq", "bytes", "dtype", "group_size")
 
 
 def format_label(*, op: str, pg: str, pg_desc: str, seq: int, bytes: int, dtype: str, group_size: int) -> str:
@@ -45,15 +38,7 @@ def format_label(*, op: str, pg: str, pg_desc: str, seq: int, bytes: int, dtype:
 
 def parse_label(name: str) -> dict[str, str] | None:
     """The fields of a label as text, or None when name is not a label."""
-    if not name.startswith(LABEL_PREFIX + "|"):
+    if not name.startswith(LABEL_START):
         return None
-    parts = name[len(LABEL_PREFIX) + 1 :].split("|")
+    parts = name[len(LABEL_START) :].split("|")
     return dict(part.split("=", 1) for part in parts if "=" in part)
-
-
-def label_columns(name: pl.Expr) -> list[pl.Expr]:
-    """Vectorised: one typed expression per label field (NULL where name is not a label)."""
-    return [
-        name.str.extract(rf"\|{key}=([^|]*)", 1).cast(dtype, strict=False).alias(f"label_{key}")
-        for key, dtype in LABEL_FIELDS.items()
-    ]

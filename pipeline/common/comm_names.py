@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from tracehouse.pipeline.common.comm_vocabulary import OP_NAME_PREFIXES
+
 OPS = (
     "all_reduce",
     "all_gather",
@@ -51,7 +53,7 @@ _OP_ALIASES = {
     "recv_any_source": "recv",
     "monitored_barrier": "barrier",
 }
-_PREFIXES = re.compile(r"^(nccl:|rccl:|gloo:|c10d::|_c10d_functional::)+")
+_PREFIXES = re.compile("^(?:" + "|".join(map(re.escape, OP_NAME_PREFIXES)) + ")+")
 
 # ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL, ncclDevKernel_SendRecv...
 _KERNEL_OPS = (

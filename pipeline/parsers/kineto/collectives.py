@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size, kernel_op, op_name
+from tracehouse.pipeline.common.comm_vocabulary import NCCL_ANNOTATION_PREFIX, RECORD_PARAM_COMMS
 from tracehouse.pipeline.parsers.kineto.events import RUNTIME_KIND, int64_or_none
 from tracehouse.pipeline.parsers.kineto.gloo import gloo_rows
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
@@ -94,11 +95,11 @@ def _host(events: list[Event], is_name: Callable[[str], bool]) -> list[Event]:
 
 
 def _is_rpc(name: str) -> bool:
-    return name == "record_param_comms"
+    return name == RECORD_PARAM_COMMS
 
 
 def _is_annotation(name: str) -> bool:
-    return name.startswith("nccl:")
+    return name.startswith(NCCL_ANNOTATION_PREFIX)
 
 
 def _first(*values: Any) -> Any:

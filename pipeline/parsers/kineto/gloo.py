@@ -5,7 +5,7 @@ enclosing `c10d::*` op on the same thread). Its payload = elements × dtype size
 spans have none (payload 0). Reported bytes follow the nccl-tests convention (see
 kineto_collectives): all_gather = payload × group size (the span holds one rank's input).
 
-Labels (`tracehouse.collective|op=...|bytes=...`, `pipeline.comm_label`) say what the
+Labels (`tracehouse.collective|op=...|bytes=...`, `common.comm_label`) say what the
 program asked for. Matching rule: the k-th gloo span with key (op, payload) on this rank is
 the k-th label with the same key, both in start order. A label's key is what gloo shows for
 it: op reduce_scatter runs as `gloo:all_reduce` over the whole input (payload = bytes);
@@ -19,9 +19,10 @@ what the span says (group size only when pg_config has exactly one group).
 from __future__ import annotations
 
 import polars as pl
-from tracehouse.pipeline.common import comm_label
 from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size, op_name
+from tracehouse.pipeline.common.comm_vocabulary import C10D_OP_PREFIX, GLOO_SPAN_PREFIX, LABEL_START
 from tracehouse.pipeline.parsers.kineto.commargs import per_value
+from tracehouse.pipeline.parsers.kineto.labels import label_columns
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
 from tracehouse.pipeline.parsers.kineto.spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
@@ -37,8 +38,8 @@ def _nth(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
-    spans = comm.filter(pl.col("name").str.starts_with("gloo:"))
-    ops = comm.filter(pl.col("name").str.starts_with("c10d::"))
+    spans = comm.filter(pl.col("name").str.starts_with(GLOO_SPAN_PREFIX))
+    ops = comm.filter(pl.col("name").str.starts_with(C10D_OP_PREFIX))
     spans = enclosing(spans, "ts_unix_ns", ops, ("numel", "input_type"), "op_")
     dtype = per_value(spans.select(pl.coalesce("input_type", "op_input_type"))[:, 0], dtype_name, "dtype")
     spans = spans.with_columns(
@@ -56,8 +57,8 @@ def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
 
 
 def _labels(comm: pl.DataFrame) -> pl.DataFrame:
-    labels = comm.filter(pl.col("name").str.starts_with(comm_label.LABEL_PREFIX + "|")).with_columns(
-        comm_label.label_columns(pl.col("name"))
+    labels = comm.filter(pl.col("name").str.starts_with(LABEL_START)).with_columns(
+        label_columns(pl.col("name"))
     )
     key_op = (
         pl.when(pl.col("label_op") == "reduce_scatter")
@@ -100,7 +101,7 @@ def _unlabelled(spans: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
 
 def _has_gloo_or_labels(names: list[str | None]) -> bool:
     """True when some name is a `gloo:*` span or a tracehouse label (the rows `gloo_rows` reads)."""
-    prefixes = ("gloo:", comm_label.LABEL_PREFIX + "|")
+    prefixes = (GLOO_SPAN_PREFIX, LABEL_START)
     return any(name is not None and name.startswith(prefixes) for name in names)
 
 

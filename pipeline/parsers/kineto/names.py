@@ -4,8 +4,9 @@
   missing: "other").
 * `is_comm_name(name)`: the event can feed COLLECTIVES: a communication kernel
   (`is_comm_kernel`: names starting nccl/rccl/hccl, or containing ncclKernel/ncclDevKernel,
-  case-insensitive) or a host op/annotation (`record_param_comms`, `nccl:*`, `gloo:*`,
-  `c10d::*`, `_c10d_functional::*`, tracehouse labels).
+  case-insensitive), a host communication op/annotation (`record_param_comms`, `nccl:*`,
+  `gloo:*`, `c10d::*`, `_c10d_functional::*`) or a tracehouse label; the patterns are those
+  of `common.comm_vocabulary`, which the SQL reads too.
 * `step_number(name)`: N of `ProfilerStep#N` (ASCII digits, within int64), else None.
 
 A trace holds a few hundred to a few thousand distinct names among tens of thousands of
@@ -18,15 +19,10 @@ from __future__ import annotations
 import re
 
 import polars as pl
+from tracehouse.pipeline.common.comm_vocabulary import is_comm_kernel, is_host_comm_op, is_label
 from tracehouse.pipeline.parsers.kineto.events import INT64_MAX
 from tracehouse.pipeline.schema import KIND_BY_CATEGORY, OTHER_KIND
 
-_COMM_KERNEL = r"^(nccl|rccl|hccl)|ncclkernel|nccldevkernel"
-_COMM_KERNEL_ASCII = re.compile(_COMM_KERNEL)  # on the lowercased name: 6x faster than IGNORECASE
-_COMM_KERNEL_ANY = re.compile(_COMM_KERNEL, re.IGNORECASE)
-_HOST_COMM = re.compile(
-    r"(record_param_comms\Z|nccl:|gloo:|c10d::|_c10d_functional::|tracehouse\.collective\|)"
-)
 _STEP = re.compile(r"ProfilerStep#([0-9]+)\Z")
 _KINDS = {cat.lower(): kind for cat, kind in KIND_BY_CATEGORY.items()}
 
@@ -36,19 +32,9 @@ def kind_of(cat: str | None) -> str:
     return OTHER_KIND if cat is None else _KINDS.get(cat.lower(), OTHER_KIND)
 
 
-def is_comm_kernel(name: str | None) -> bool:
-    """Whether a GPU kernel name is a communication (NCCL/RCCL/HCCL) kernel."""
-    if name is None:
-        return False
-    if name.isascii():
-        lower = name.lower()  # every alternative holds "ccl": most names need no regex at all
-        return "ccl" in lower and _COMM_KERNEL_ASCII.search(lower) is not None
-    return _COMM_KERNEL_ANY.search(name) is not None
-
-
 def is_comm_name(name: str | None) -> bool:
     """Whether an event of this name can feed COLLECTIVES."""
-    return name is not None and (_HOST_COMM.match(name) is not None or is_comm_kernel(name))
+    return is_host_comm_op(name) or is_label(name) or is_comm_kernel(name)
 
 
 def step_number(name: str | None) -> int | None:
