@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from tracehouse.pipeline.compare import RunDiff, diff_runs
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.reading import open_reader
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the comparison."""
-    with open_for_query(args.warehouse) as connection:
+    with open_reader(args.warehouse) as connection:
         result = diff_runs(connection, args.run_a, args.run_b, study=args.study, top=args.top)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
