@@ -23,14 +23,14 @@ _BACKSLASH = ord("\\")
 _BACKSLASHES = re.compile(rb"\\*")
 
 
-def deeper_than(data: bytes | mmap.mmap, limit: int) -> bool:
+def deeper_than(data: bytes | mmap.mmap, limit: int, slice_bytes: int = SLICE_BYTES) -> bool:
     """Whether some array or object of the text is nested deeper than `limit` levels.
 
     Exact for valid JSON; for invalid JSON a count like any other (msgspec words the error).
     """
     depth, in_string, start, n = 0, False, 0, len(data)
     while start < n:
-        end = _slice_end(data, start + SLICE_BYTES)
+        end = _slice_end(data, start + slice_bytes)
         brackets = _structure(data[start:end])
         start = end
         if not brackets:

@@ -3,7 +3,7 @@
 `parse_trace(path)` is pure and module-level: it reads one `.json` / `.json.gz` file and
 returns a `ParsedTrace` (EVENTS, STEPS, COLLECTIVES, THREADS, PROCESS_GROUPS + TraceMeta).
 It is the unit of parallel work in ingest. Any unreadable input raises `TraceFormatError`
-with a one-line reason naming the file.
+with a one-line reason naming the file (a FIFO or directory: "not a regular file").
 
 Two paths read the events array into the same `EventRows`: the C scanner
 (`kineto_fastscan`, one pass, no per-event Python objects) and, when the extension is
@@ -20,13 +20,23 @@ Decisions (details in the kineto_* modules):
   `ns(ts)` (epoch µs), exact to the ns (`kineto_time`). `dur_ns = ns(dur)`.
 * Only complete events (`ph == "X"`) become EVENTS; events with dur < 0 are dropped and
   counted in `meta.negative_dur_events`; `M` events feed THREADS; flows/instants are skipped.
-  A complete event without ts or dur is an error; so is a trace with no complete events
-  ("no trace events").
+  A complete event without ts or dur, or with one that is not a JSON number, is an error; so is
+  a trace with no complete events ("no trace events").
 * `external_id` is `args["External id"]`, or the 2020-2021 spelling `args["external id"]`.
 * Invalid UTF-8 in the JSON text is replaced by U+FFFD (`extra["invalid_utf8"] = "replaced"`),
   not an error: one mangled kernel name should not lose a rank.
 * Integers that overflow 64 bits in args (NCCL comm ids) are ignored (NULL where a column);
   a `device` arg outside int32 (the EVENTS column type) is NULL too.
+* Limits (`kineto.limits`, decided once, held by both decoders alike): JSON nested at most 512
+  levels; |ts| and |dur| of complete events below 2^53 µs; `ts_unix_ns` and `ts_unix_ns + dur_ns`
+  within int64 after adding `baseTimeNanoseconds` (itself int64); rank, world_size,
+  schemaVersion, pg_size and pg_config ranks within int32; numbers msgspec cannot decode (beyond
+  double range, integer literals over 4,300 characters) wherever it decodes them. Beyond a limit
+  the file is a TraceFormatError naming the field and the value; an event arg beyond its column
+  (device, Group size outside int32, sizes outside int64) is NULL instead.
+* The contract, checked by `tests/fuzz` on mutated real traces: any input gives frames or one
+  TraceFormatError, the same with and without the scanner, in time linear in its size; anything
+  else escaping is a bug and propagates as itself.
 * Name- and category-derived facts (kind, comm candidates, ProfilerStep numbers) are evaluated
   once per unique string on the scanner path (`kineto_fastscan`), per row on the msgspec path.
 """
