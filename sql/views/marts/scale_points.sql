@@ -1,10 +1,12 @@
--- depends on: runs, run_step_times, step_energy
+-- depends on: runs, run_step_times, run_wait_shares, step_energy
 -- One row per run (a scale point): step time, throughput, MFU, scaling, breakdown shares,
 -- power and energy (METHODOLOGY "Scale-point figures").
 -- Step time and shares come from run_step_times (the median over steps of the slowest rank's
 -- window; sums over all ranks and steps divided by the summed windows). Scaling efficiency is
 -- against the study's smallest world size and marginal throughput against the next smaller
 -- world size; where several runs share a world size, that size counts with its best tokens/s.
+-- Why the step waits (run_wait_shares): exposed wait / transfer and idle-cause shares of the same
+-- summed windows, and the op and parallel dimension with the most exposed communication.
 CREATE OR REPLACE VIEW scale_points AS
 WITH device_sources AS (
     SELECT
@@ -80,8 +82,12 @@ SELECT
     e.avg_power_w_per_device,
     e.energy_per_step_j,
     p.tokens_per_step / e.energy_per_step_j AS tokens_per_j,
-    e.energy_method
+    e.energy_method,
+    ws.exposed_wait_frac, ws.exposed_transfer_frac,
+    ws.idle_host_wait_frac, ws.idle_device_wait_frac, ws.idle_unknown_frac,
+    ws.dominant_exposed_op, ws.dominant_exposed_dim
 FROM throughput AS p
 LEFT JOIN scaled AS s ON p.study = s.study AND p.world_size = s.world_size
 LEFT JOIN run_step_times AS sh ON p.study = sh.study AND p.run_id = sh.run_id
-LEFT JOIN energy AS e ON p.study = e.study AND p.run_id = e.run_id;
+LEFT JOIN energy AS e ON p.study = e.study AND p.run_id = e.run_id
+LEFT JOIN run_wait_shares AS ws ON p.study = ws.study AND p.run_id = ws.run_id;
