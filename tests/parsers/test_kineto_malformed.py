@@ -262,3 +262,15 @@ def test_a_fifo_is_not_a_regular_file(tmp_path: Path) -> None:
     fifo = tmp_path / "x.json"
     os.mkfifo(fifo)
     assert both(fifo) == "not a regular file"
+
+
+def test_gloo_bytes_beyond_int64_are_null(tmp_path: Path) -> None:
+    info = {"rank": 0, "pg_config": [{"pg_name": "0", "pg_size": 4, "ranks": [0, 1, 2, 3]}]}
+    found = []
+    for numel in (1000, 2**60):  # 2^60 floats: 2^62 bytes per rank, 2^64 gathered (Polars would wrap to 0)
+        args = {"Input Dims": [[numel]], "Input type": ["float"]}
+        path = write_trace(
+            tmp_path / f"g{numel}.json", [cpu_op("gloo:all_gather", 2, 1, args=args)], distributed_info=info
+        )
+        found += both(path).collectives["bytes"].to_list()
+    assert found == [16000, None]

@@ -23,6 +23,7 @@ from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size, op_nam
 from tracehouse.pipeline.common.comm_vocabulary import C10D_OP_PREFIX, GLOO_SPAN_PREFIX, LABEL_START
 from tracehouse.pipeline.parsers.kineto.commargs import per_value
 from tracehouse.pipeline.parsers.kineto.labels import label_columns
+from tracehouse.pipeline.parsers.kineto.limits import int64_product
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
 from tracehouse.pipeline.parsers.kineto.spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
@@ -51,7 +52,7 @@ def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     payload = (
         pl.when(pl.col("key_op") == "barrier")
         .then(0)
-        .otherwise(pl.coalesce("numel", "op_numel") * pl.col("dtype_bytes"))
+        .otherwise(int64_product(pl.coalesce("numel", "op_numel"), pl.col("dtype_bytes")))
     )
     return _nth(spans.with_columns(payload.fill_null(-1).alias("key_bytes")))
 
@@ -94,7 +95,7 @@ def _unlabelled(spans: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
         pl.lit(single["process_group"], pl.String).alias("process_group"),
         pl.lit(single["pg_desc"], pl.String).alias("pg_desc"),
         pl.lit(None, pl.Int64).alias("seq"),
-        (pl.when(pl.col("key_bytes") >= 0).then(pl.col("key_bytes")) * factor).alias("bytes"),
+        int64_product(pl.when(pl.col("key_bytes") >= 0).then(pl.col("key_bytes")), factor).alias("bytes"),
         pl.lit("gloo").alias("source"),
     ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from tracehouse.pipeline.common.errors import TraceFormatError
 
 MAX_DEPTH = 512
@@ -38,6 +39,15 @@ DEPTH_ERROR = f"JSON arrays/objects nested deeper than {MAX_DEPTH} levels"
 def int64_or_none(value: Any) -> int | None:
     """The value if it is an integer that fits an Int64 column, else None (text, float, > 64 bits)."""
     return value if type(value) is int and INT64_MIN <= value <= INT64_MAX else None
+
+
+def int64_product(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """a * b as Int64, NULL where the product would leave int64 (Polars wraps it silently).
+
+    Decided on the float product with a margin, so a product within ~10^4 of the edge is NULL too.
+    """
+    fits = (a.cast(pl.Float64) * b.cast(pl.Float64)).abs() < 2.0**63 * (1 - 2.0**-49)
+    return pl.when(fits).then(a * b)
 
 
 def int32_or_none(value: Any) -> int | None:
