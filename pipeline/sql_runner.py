@@ -1,55 +1,118 @@
-"""Create every relation of the packaged `sql/` tree, raw layer first, in dependency order.
+"""Create every relation of the packaged `sql/` tree in the order its files declare.
 
-One relation per `.sql` file, the file name is the relation name, folders are layers. A file
-depends on another when its text (comments and string literals removed) names the other's
-relation as a whole word; files run in a topological order of that graph.
+One relation per `.sql` file, the file name is the relation name, folders are layers: raw/
+(what ingest writes and the views over its Parquet), seeds/ (tables filled from a Python
+definition, see SEEDS), views/staging, views/marts, materialized/ (tables computed from the
+rest). Each file's header, its leading comment lines, holds exactly one line
+
+    -- depends on: rel_a, rel_b            (or: -- depends on: nothing)
+
+naming every relation of the tree its SQL reads. Files run in a topological order of these
+declarations (ties: raw first, then by layer and name); an unknown name or a cycle is an
+error when the tree is loaded. tests/warehouse/test_warehouse_sql_order.py checks, with
+DuckDB's binder, that each file reads exactly the relations it declares.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
 import duckdb
+from tracehouse.pipeline.common.comm_vocabulary import seed_rows as comm_vocabulary_rows
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"
+SEEDS_LAYER = "seeds"
 # Tables computed from the other layers (`CREATE OR REPLACE TABLE name AS ...`), rerun after
 # every change of the warehouse's inputs; see warehouse.refresh_materialized.
 MATERIALIZED_LAYER = "materialized"
+DEPENDS_ON = "-- depends on:"
+NOTHING = "nothing"
 
-# Comments and string literals never name a dependency ('parquet/collectives/...' is a path).
-_NOT_CODE = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'", re.DOTALL)
+# The rows of each seeds/ table, from the one Python definition of what it holds. The runner
+# rewrites the table right after its file runs, so every relation that reads it sees them.
+SEEDS: dict[str, Callable[[], list[tuple[str, ...]]]] = {
+    "comm_vocabulary": comm_vocabulary_rows,
+}
+
+_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
 
 @dataclass(frozen=True, kw_only=True)
 class SqlFile:
-    """One relation's definition: its name, its layer (folder) and its SQL text."""
+    """One relation's definition: its name, its layer (folder), its SQL text and what it reads."""
 
     name: str
     layer: str
     text: str
+    depends_on: frozenset[str]
 
     @property
     def materialized(self) -> bool:
         """Whether the file computes a table that must be refreshed when the data changes."""
-        return self.layer.split("/")[0] == MATERIALIZED_LAYER
+        return self._top == MATERIALIZED_LAYER
+
+    @property
+    def seeded(self) -> bool:
+        """Whether the file creates a table that the runner fills from a Python definition (SEEDS)."""
+        return self._top == SEEDS_LAYER
 
     @property
     def label(self) -> str:
         """`layer/name.sql`, for messages."""
         return f"{self.layer}/{self.name}.sql"
 
+    @property
+    def _top(self) -> str:
+        return self.layer.split("/")[0]
+
+
+def declared_dependencies(text: str, label: str) -> frozenset[str]:
+    """The relations the `-- depends on:` line of a file's header names; absent or malformed: an error."""
+    lines = text.splitlines()
+    header_end = next((i for i, line in enumerate(lines) if not line.lstrip().startswith("--")), len(lines))
+    found = [line.strip() for line in lines[:header_end] if line.strip().startswith(DEPENDS_ON)]
+    stray = [i + 1 for i, line in enumerate(lines[header_end:], header_end) if DEPENDS_ON in line]
+    if stray:
+        raise WarehouseError(f"{label}: line {stray[0]}: '{DEPENDS_ON}' belongs in the header comment")
+    if len(found) != 1:
+        count = "no" if not found else f"{len(found)}"
+        raise WarehouseError(
+            f"{label}: {count} '{DEPENDS_ON}' lines in its header; it needs exactly one, "
+            f"e.g. '{DEPENDS_ON} events, traces' or '{DEPENDS_ON} {NOTHING}'"
+        )
+    listed = found[0][len(DEPENDS_ON) :].strip()
+    if listed == NOTHING:
+        return frozenset()
+    names = [part.strip() for part in listed.split(",")]
+    bad = [n for n in names if not _NAME.match(n) or n == NOTHING]
+    if bad or not names:
+        raise WarehouseError(
+            f"{label}: '{found[0]}': list relation names separated by commas, or '{NOTHING}' alone"
+        )
+    if len(set(names)) != len(names):
+        raise WarehouseError(f"{label}: '{found[0]}' names a relation twice")
+    return frozenset(names)
+
+
+def sql_file(name: str, layer: str, text: str) -> SqlFile:
+    """A SqlFile, its dependencies read from its header."""
+    label = f"{layer}/{name}.sql"
+    return SqlFile(name=name, layer=layer, text=text, depends_on=declared_dependencies(text, label))
+
 
 def load_sql_files(root: Traversable | None = None) -> list[SqlFile]:
-    """Every `*.sql` file under the packaged sql tree (other files beside them are ignored)."""
+    """Every `*.sql` file under the packaged sql tree (other files beside them are ignored), checked."""
     root = root if root is not None else resources.files(SQL_PACKAGE)
     found: list[SqlFile] = []
     _collect(root, "", found)
-    _check_unique(found)
+    check_tree(found)
     return found
 
 
@@ -58,52 +121,76 @@ def _collect(folder: Traversable, layer: str, found: list[SqlFile]) -> None:
         if entry.is_dir() and not entry.name.startswith(("_", ".")):
             _collect(entry, f"{layer}/{entry.name}".strip("/"), found)
         elif entry.is_file() and entry.name.endswith(".sql"):
-            name = entry.name[: -len(".sql")]
-            found.append(SqlFile(name=name, layer=layer, text=entry.read_text(encoding="utf-8")))
+            found.append(sql_file(entry.name[: -len(".sql")], layer, entry.read_text(encoding="utf-8")))
 
 
-def _check_unique(files: list[SqlFile]) -> None:
+def check_tree(files: Sequence[SqlFile]) -> None:
+    """Each relation defined once, every declared dependency defined, no cycle, every seed table fillable."""
     seen: dict[str, SqlFile] = {}
     for f in files:
         if f.name in seen:
             raise WarehouseError(f"relation {f.name} is defined twice: {seen[f.name].label} and {f.label}")
         seen[f.name] = f
+    for f in files:
+        unknown = sorted(f.depends_on - seen.keys())
+        if unknown:
+            raise WarehouseError(
+                f"{f.label}: depends on {', '.join(unknown)}, which no .sql file of the tree defines"
+            )
+        if f.seeded and f.name not in SEEDS:
+            raise WarehouseError(f"{f.label}: a seeds/ table with no rows defined in sql_runner.SEEDS")
+    dependency_order(files)
 
 
-def dependencies(file: SqlFile, names: set[str]) -> set[str]:
-    """The other relations whose names appear as whole words in the file's code."""
-    code = _NOT_CODE.sub(" ", file.text).lower()
-    words = set(re.findall(r"[a-z_][a-z0-9_]*", code))
-    return (words & names) - {file.name}
+def dependency_order(files: Sequence[SqlFile]) -> list[SqlFile]:
+    """Files in an order where each comes after the files it depends on; raw layer first; a cycle is an error.
 
-
-def dependency_order(files: list[SqlFile]) -> list[SqlFile]:
-    """Files in an order where each comes after what it reads; raw layer first; a cycle is an error."""
+    Dependencies outside `files` are taken to exist already (a subset is ordered among itself).
+    """
     by_name = {f.name: f for f in files}
-    deps = {f.name: dependencies(f, set(by_name)) for f in files}
+    waiting = {f.name: set(f.depends_on & by_name.keys()) for f in files}
+    readers: dict[str, list[str]] = {name: [] for name in by_name}
+    for name, deps in waiting.items():
+        for dep in deps:
+            readers[dep].append(name)
+    ready = [_key(f) for f in files if not waiting[f.name]]
+    heapq.heapify(ready)
     done: list[SqlFile] = []
-    placed: set[str] = set()
-    while len(done) < len(files):
-        ready = [f for f in files if f.name not in placed and deps[f.name] <= placed]
-        if not ready:
-            stuck = sorted(n for n in by_name if n not in placed)
-            raise WarehouseError(f"SQL files depend on each other in a cycle: {', '.join(stuck)}")
-        first = min(ready, key=lambda f: (f.layer != RAW_LAYER, f.layer, f.name))
+    while ready:
+        first = by_name[heapq.heappop(ready)[-1]]
         done.append(first)
-        placed.add(first.name)
+        for reader in readers[first.name]:
+            waiting[reader].discard(first.name)
+            if not waiting[reader]:
+                heapq.heappush(ready, _key(by_name[reader]))
+    if len(done) < len(files):
+        raise WarehouseError(f"SQL files depend on each other in a cycle: {_a_cycle(waiting)}")
     return done
+
+
+def _key(f: SqlFile) -> tuple[bool, str, str]:
+    return (f.layer != RAW_LAYER, f.layer, f.name)
+
+
+def _a_cycle(waiting: dict[str, set[str]]) -> str:
+    """One cycle among the files still waiting, as `a -> b -> a` (each waits on the next)."""
+    path = [min(name for name, deps in waiting.items() if deps)]
+    while path.count(path[-1]) < 2:
+        path.append(min(waiting[path[-1]]))
+    start = path.index(path[-1])
+    return " -> ".join(path[start:])
 
 
 def create_relations(
     connection: duckdb.DuckDBPyConnection,
-    files: list[SqlFile] | None = None,
+    files: Sequence[SqlFile] | None = None,
     *,
     only_materialized: bool = False,
 ) -> list[str]:
     """Run every SQL file (or only the materialized tables) in dependency order; return their names.
 
     The order is decided over all files, so a table that reads another table through views is
-    still refreshed after it.
+    still refreshed after it. A seeds/ table is filled right after its file runs.
     """
     ordered = dependency_order(files if files is not None else load_sql_files())
     if only_materialized:
@@ -111,7 +198,20 @@ def create_relations(
     for f in ordered:
         try:
             connection.execute(f.text)
+            if f.seeded:
+                fill_seed(connection, f.name)
         except duckdb.Error as exc:
             message = one_line(exc)
             raise WarehouseError(f"{f.label} failed: {message}") from exc
     return [f.name for f in ordered]
+
+
+def fill_seed(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Make a seeds/ table hold exactly its defined rows; return whether it had to be rewritten."""
+    rows = sorted(SEEDS[name]())
+    if connection.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall() == rows:
+        return False
+    connection.execute(f"DELETE FROM {name}")
+    if rows:
+        connection.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    return True

@@ -19,7 +19,14 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
+from tracehouse.pipeline.sql_runner import (
+    RAW_LAYER,
+    SEEDS,
+    SqlFile,
+    create_relations,
+    fill_seed,
+    load_sql_files,
+)
 
 DB_NAME = "tracehouse.duckdb"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.
@@ -30,8 +37,9 @@ LOCK_RETRY_S = 0.05  # between attempts to open a file another process holds
 ATTACHED = Path(DB_NAME).stem
 
 # Everything the materialized tables are computed from that can change after they were built:
-# the registered files (trace and power content hashes, manifests) and the user's comm kernel
-# patterns. Its digest is stored with the tables; comparing it costs milliseconds.
+# the registered files (trace and power content hashes, manifests), the built-in communication
+# vocabulary and the user's comm kernel patterns. Its digest is stored with the tables;
+# comparing it costs milliseconds.
 _INPUTS_STAMP = """
 SELECT md5(concat_ws('|',
     (SELECT coalesce(string_agg(content_hash, ',' ORDER BY content_hash), '') FROM traces),
@@ -39,7 +47,9 @@ SELECT md5(concat_ws('|',
     (SELECT coalesce(string_agg(concat(study, '/', run_id, '@', ingested_at), ',' ORDER BY study, run_id), '')
         FROM run_manifests),
     (SELECT coalesce(string_agg(concat(pattern, '=', note), ',' ORDER BY pattern, note), '')
-        FROM comm_kernel_patterns)
+        FROM comm_kernel_patterns),
+    (SELECT coalesce(string_agg(concat(kind, '=', pattern), ',' ORDER BY kind, pattern), '')
+        FROM comm_vocabulary)
 ))
 """
 PARQUET_DIR = "parquet"
@@ -180,6 +190,8 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
     files = load_sql_files()
     digest = sql_digest(files)
     if not force and not missing_relations(connection) and _meta(connection, "sql_digest") == digest:
+        for name in SEEDS:  # rows edited by hand go back (and change the inputs stamp)
+            fill_seed(connection, name)
         refresh_materialized(connection, files)
         return []
     names = create_relations(connection, files)
@@ -212,10 +224,12 @@ def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def sql_digest(files: list[SqlFile]) -> str:
-    """A digest of every SQL file's name and text."""
+    """A digest of every SQL file's name and text, and of the rows of every seeds/ table."""
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.label):
         digest.update(f"{f.label}\0{f.text}\0".encode())
+        if f.seeded:
+            digest.update(f"{sorted(SEEDS[f.name]())!r}\0".encode())
     return digest.hexdigest()
 
 
@@ -258,9 +272,10 @@ def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory database over the warehouse attached read-only, with every view and table rebuilt.
 
     The warehouse's own tables (traces, manifests, patterns, ...) are read where they are; the
-    views and the materialized tables are created in memory from the installed SQL and come
-    first in the search path, so a query sees current results and the file is never written
-    (it may be on a read-only mount, or an ingest may be about to write it).
+    views, the seeds/ tables (from this version's definitions) and the materialized tables are
+    created in memory from the installed SQL and come first in the search path, so a query sees
+    current results and the file is never written (it may be on a read-only mount, or an ingest
+    may be about to write it).
     """
     connection = duckdb.connect(":memory:")
     try:
@@ -272,7 +287,8 @@ def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
     connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
     stored = stored_tables(connection)
     try:
-        create_relations(connection, [f for f in load_sql_files() if f.materialized or f.name not in stored])
+        rebuilt = [f for f in load_sql_files() if f.materialized or f.seeded or f.name not in stored]
+        create_relations(connection, rebuilt)
     except WarehouseError:
         connection.close()
         raise

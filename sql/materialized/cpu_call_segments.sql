@@ -1,3 +1,4 @@
+-- depends on: cpu_calls
 -- The elementary segments of every CPU-only rank's call tree (between consecutive call
 -- boundaries), with the state once every boundary at its start is applied: depth (calls open)
 -- and last_started (the highest call_order started so far).

@@ -1,39 +1,48 @@
+-- depends on: events, comm_vocabulary, comm_kernel_patterns
 -- Device activity on GPU traces, one row per GPU event, classified compute / comm / memory.
 -- Memory is decided by kind (category) before any name test, so a memcpy is never comm.
+-- Communication kernels: names comm_vocabulary's kernel patterns match (kernel_prefix,
+-- kernel_substring, on the lowercased name) or a user ILIKE pattern of comm_kernel_patterns.
 -- A TABLE, refreshed by the warehouse after every ingest that changed its inputs (raw events,
--- comm_kernel_patterns): every breakdown relation reads it several times, and scanning the
--- whole events Parquet each time was most of their cost.
+-- comm_vocabulary, comm_kernel_patterns): every breakdown relation reads it several times, and
+-- scanning the whole events Parquet each time was most of their cost.
 CREATE OR REPLACE TABLE gpu_events AS
 WITH device_events AS (
     SELECT
         study, run_id, rank, kind, name, stream, device,
         ts_unix_ns AS start_ns,
         ts_unix_ns + dur_ns AS end_ns,
-        launch_ts_unix_ns AS launch_ns,
-        lower(name) AS lname
+        launch_ts_unix_ns AS launch_ns
     FROM events
     WHERE kind IN ('kernel', 'memcpy', 'memset')
       AND stream IS NOT NULL
       AND dur_ns >= 0
 ),
-user_comm_names AS (
-    -- decided once per distinct name: the user pattern table is tiny, names repeat a lot
-    SELECT DISTINCT d.name
-    FROM (SELECT DISTINCT name FROM device_events) AS d
-    JOIN comm_kernel_patterns AS p ON d.name ILIKE p.pattern
+device_names AS (
+    SELECT DISTINCT name, lower(name) AS lname FROM device_events
+),
+comm_names AS (
+    -- decided once per distinct name: the pattern tables are tiny, names repeat a lot
+    SELECT n.name
+    FROM device_names AS n
+    JOIN comm_vocabulary AS v
+        ON (v.kind = 'kernel_prefix' AND starts_with(n.lname, v.pattern))
+        OR (v.kind = 'kernel_substring' AND contains(n.lname, v.pattern))
+    UNION
+    SELECT n.name
+    FROM device_names AS n
+    JOIN comm_kernel_patterns AS p ON n.name ILIKE p.pattern
 ),
 classified AS (
     SELECT
         d.*,
         CASE
             WHEN d.kind IN ('memcpy', 'memset') THEN 'memory'
-            WHEN d.lname LIKE 'nccl%' OR d.lname LIKE 'rccl%' OR d.lname LIKE 'hccl%'
-                OR d.lname LIKE '%ncclkernel%' OR d.lname LIKE '%nccldevkernel%' THEN 'comm'
-            WHEN u.name IS NOT NULL THEN 'comm'
+            WHEN c.name IS NOT NULL THEN 'comm'
             ELSE 'compute'
         END AS class
     FROM device_events AS d
-    LEFT JOIN user_comm_names AS u ON d.name = u.name
+    LEFT JOIN comm_names AS c ON d.name = c.name
 )
 SELECT study, run_id, rank, class, kind, name, stream, device, start_ns, end_ns, launch_ns
 FROM classified;

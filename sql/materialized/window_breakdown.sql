@@ -1,3 +1,4 @@
+-- depends on: device_intervals, device_windows
 -- The breakdown of every window in integer nanoseconds (public views convert to µs).
 -- A TABLE, refreshed by the warehouse after every ingest that changed its inputs: every
 -- breakdown mart reads it, and the sweep is the expensive part of the analysis.

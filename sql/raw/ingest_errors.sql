@@ -1,3 +1,4 @@
+-- depends on: nothing
 -- One row per file that could not be ingested (latest attempt per path, hash and reason).
 CREATE TABLE IF NOT EXISTS ingest_errors (
     path VARCHAR NOT NULL,

@@ -1,3 +1,4 @@
+-- depends on: nothing
 -- One row per registered Parquet partition file (relative to the warehouse directory).
 CREATE TABLE IF NOT EXISTS parquet_files (
     path VARCHAR PRIMARY KEY,

@@ -1,3 +1,4 @@
+-- depends on: nothing
 -- One row per registered power log (keyed by content hash, like traces).
 CREATE TABLE IF NOT EXISTS power_files (
     content_hash VARCHAR PRIMARY KEY,

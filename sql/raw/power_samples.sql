@@ -1,3 +1,4 @@
+-- depends on: power_files
 -- One row per power sample of a registered power log.
 -- Parquet is the source of truth; only files registered in `power_files` are shown, so the
 -- partitions of an interrupted ingest stay invisible. hive_partitioning is off because every

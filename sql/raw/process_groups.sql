@@ -1,3 +1,4 @@
+-- depends on: traces
 -- One row per process group in a registered trace's distributedInfo.pg_config.
 -- Parquet is the source of truth; only files registered in `traces` are shown, so the
 -- partitions of an interrupted ingest stay invisible. hive_partitioning is off because every

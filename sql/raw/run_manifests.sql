@@ -1,3 +1,4 @@
+-- depends on: nothing
 -- One row per run: every RunManifest field (nested ones as JSON text), plus where it came from.
 -- origin is 'file' for a manifest.json, 'command-line' for a run stated only by --study/--run.
 CREATE TABLE IF NOT EXISTS run_manifests (

@@ -1,3 +1,4 @@
+-- depends on: traces
 -- One row per ProfilerStep#N annotation of a registered rank trace.
 -- Parquet is the source of truth; only files registered in `traces` are shown, so the
 -- partitions of an interrupted ingest stay invisible. hive_partitioning is off because every

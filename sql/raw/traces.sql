@@ -1,3 +1,4 @@
+-- depends on: nothing
 -- One row per ingested rank trace. Registering this row (together with the file's rows in
 -- parquet_files, in one transaction) is what makes the file's Parquet partitions visible.
 CREATE TABLE IF NOT EXISTS traces (

@@ -1,24 +1,20 @@
 """Test helper: an in-memory DuckDB holding the raw relations, built from small hand-made rows.
 
 The raw tables get exactly the columns of `tracehouse.pipeline.schema` plus the run keys, so
-the SQL under `sql/views/` and `sql/materialized/` runs against them unchanged; `create_views`
-runs those files in dependency order (whole-word scan of each file's text, as the warehouse's
-runner does) and `refresh` reruns the materialized tables after the raw rows changed.
+the SQL under `sql/seeds/`, `sql/views/` and `sql/materialized/` runs against them unchanged;
+`create_views` runs those files with the warehouse's runner (in the order their headers
+declare, seeds filled) and `refresh` reruns the materialized tables after the raw rows changed.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
+from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
-VIEWS_DIR = SQL_DIR / "views"
-MATERIALIZED_DIR = SQL_DIR / "materialized"
 US = 1000  # ns per µs: hand-made tests write times in µs for readability
 
 RAW_TABLES: dict[str, dict[str, pl.DataType]] = {
@@ -182,45 +178,23 @@ def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> 
     con.unregister("_frame")
 
 
-def view_files() -> dict[str, Path]:
-    """Every relation file under sql/views and sql/materialized, by relation name."""
-    paths = [*VIEWS_DIR.rglob("*.sql"), *MATERIALIZED_DIR.rglob("*.sql")]
-    return {p.stem: p for p in sorted(paths)}
-
-
-def ordered_view_files() -> list[Path]:
-    """The view files in dependency order (a file after every relation it names)."""
-    files = view_files()
-    texts = {name: _strip_comments(path.read_text()) for name, path in files.items()}
-    deps = {n: {o for o in files if o != n and re.search(rf"\b{o}\b", texts[n])} for n in files}
-    done: list[str] = []
-    while len(done) < len(files):
-        ready = [n for n in files if n not in done and deps[n] <= set(done)]
-        if not ready:
-            raise RuntimeError(f"dependency cycle among {sorted(set(files) - set(done))}")
-        done.extend(sorted(ready))
-    return [files[n] for n in done]
-
-
-def _strip_comments(sql: str) -> str:
-    return re.sub(r"--[^\n]*", "", sql)
+def view_files() -> list[SqlFile]:
+    """Every relation file but the raw layer's (which `fill` stands in for)."""
+    return [f for f in load_sql_files() if f.layer != RAW_LAYER]
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Run every view and materialized-table file, in dependency order."""
-    for path in ordered_view_files():
-        con.execute(path.read_text())
+    """Run every seeds, view and materialized-table file, in their declared dependency order."""
+    create_relations(con, view_files())
 
 
 def refresh(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute the materialized tables from the current raw rows (what the warehouse does after ingest)."""
-    for path in ordered_view_files():
-        if path.is_relative_to(MATERIALIZED_DIR):
-            con.execute(path.read_text())
+    create_relations(con, view_files(), only_materialized=True)
 
 
 def _has_materialized(con: duckdb.DuckDBPyConnection) -> bool:
-    names = [p.stem for p in MATERIALIZED_DIR.rglob("*.sql")]
+    names = [f.name for f in view_files() if f.materialized]
     found = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name IN (SELECT unnest(?))", [names]
     ).fetchall()

@@ -1,15 +1,12 @@
-"""The raw layer and the SQL runner: relations exist, match schema.py, and run in dependency order."""
+"""The raw layer: relations exist, match schema.py and survive being created again."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import pytest
 from support.wh_helpers import CONTENT_TABLES
 from tracehouse.pipeline import schema
-from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.common.manifest import RunManifest
-from tracehouse.pipeline.sql_runner import SqlFile, dependencies, dependency_order, load_sql_files
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
 
 VIEW_OF_FOLDER = {"collectives": "collectives_raw"}
@@ -72,39 +69,3 @@ def test_views_are_recreated_when_missing_on_query(tmp_path):
         c.execute("DROP VIEW events")
     with open_for_query(tmp_path / "wh") as c:
         assert c.sql("SELECT count(*) FROM events").fetchall() == [(0,)]
-
-
-def f(name: str, text: str, layer: str = "views") -> SqlFile:
-    return SqlFile(name=name, layer=layer, text=text)
-
-
-def test_dependencies_are_whole_words_outside_comments_and_strings():
-    file = f(
-        "b", "-- reads a_old and c\nCREATE VIEW b AS SELECT * FROM a JOIN read_parquet('c/**') USING (ab)"
-    )
-    assert dependencies(file, {"a", "b", "c", "ab", "a_old"}) == {"a", "ab"}
-
-
-def test_order_puts_dependencies_first_and_raw_layer_first():
-    files = [
-        f("z_view", "select * from a_view"),
-        f("a_view", "select * from t2"),
-        f("t2", "create table t2 (x int)", "raw"),
-        f("t1", "create table t1 (x int)", "raw"),
-    ]
-    assert [x.name for x in dependency_order(files)] == ["t1", "t2", "a_view", "z_view"]
-
-
-def test_cycle_is_a_clear_error():
-    with pytest.raises(WarehouseError, match="cycle: a, b"):
-        dependency_order([f("a", "select * from b"), f("b", "select * from a"), f("c", "select 1")])
-
-
-def test_packaged_tree_orders_without_cycle_and_only_runs_sql_files():
-    files = load_sql_files()
-    names = [x.name for x in dependency_order(files)]
-    assert len(names) == len(set(names))
-    raw = [x.name for x in files if x.layer == "raw"]
-    assert set(names[: len(raw)]) == set(raw)
-    assert set(raw) >= set(CONTENT_TABLES)
-    assert not any(x.name.endswith(".contract") for x in files)

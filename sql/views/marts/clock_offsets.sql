@@ -1,3 +1,4 @@
+-- depends on: collective_instances, traces
 -- Estimated clock offset of each host against the run's reference host (the host of its
 -- lowest rank): matched collective instances end at nearly the same moment on every rank, so
 -- the median over instances of (host's end - reference host's end) estimates the offset.

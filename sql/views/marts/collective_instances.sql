@@ -1,3 +1,4 @@
+-- depends on: collectives
 -- Collective instances matched across the ranks of a run, one row per rank per instance.
 -- Match key: (process group, seq) where every call of the group on every rank has a seq,
 -- else (process group, order of appearance on each rank). A group whose call counts differ

@@ -1,3 +1,4 @@
+-- depends on: collective_instances
 -- Per run, process group and op: start-skew percentiles over matched instances.
 CREATE OR REPLACE VIEW collective_skew AS
 WITH one_per_instance AS (

@@ -1,3 +1,4 @@
+-- depends on: collectives_raw
 -- One row per collective call per rank (METHODOLOGY "Collectives"), start on the absolute clock.
 CREATE OR REPLACE VIEW collectives AS
 SELECT

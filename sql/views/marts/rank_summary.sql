@@ -1,3 +1,4 @@
+-- depends on: window_breakdown
 -- Whole-trace totals per rank: first to last device event (GPU) or the main thread's first
 -- start to last end (CPU), all events, no step filter. The HTA cross-check compares these.
 CREATE OR REPLACE VIEW rank_summary AS

@@ -1,3 +1,4 @@
+-- depends on: run_manifests, traces
 -- One row per run: the manifest's facts; runs with traces but no manifest still appear, their
 -- world size from the traces (distributedInfo, else the number of ranks), model facts NULL.
 CREATE OR REPLACE VIEW runs AS

@@ -1,3 +1,4 @@
+-- depends on: window_breakdown
 -- Where each step's time goes, per rank and step window (METHODOLOGY "Steps on a GPU trace",
 -- "Steps on a CPU-only trace"). Grain: one row per (study, run_id, rank, step window).
 CREATE OR REPLACE VIEW step_breakdown AS

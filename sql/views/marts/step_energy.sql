@@ -1,3 +1,4 @@
+-- depends on: gpu_events, power_samples, traces, window_breakdown
 -- Energy per step and device, from power samples joined to the run's step windows on the
 -- absolute clock. A run's step window spans every rank's window of that step. Energy is the
 -- cumulative counter's difference where every sample covering the window has one (method

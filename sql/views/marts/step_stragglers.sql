@@ -1,3 +1,4 @@
+-- depends on: step_breakdown
 -- Per run and step: the slowest rank (ties: the lowest rank), its window, and its lead over the
 -- median rank.
 CREATE OR REPLACE VIEW step_stragglers AS

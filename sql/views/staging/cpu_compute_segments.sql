@@ -1,3 +1,4 @@
+-- depends on: cpu_call_segments, cpu_calls
 -- CPU rule compute: the time in which a non-communication cpu_op is the innermost open event
 -- of the main thread's call tree (its self time). The innermost open event is the one that
 -- started last (ties: the one ending first, then a cpu_op before an annotation), so calls that

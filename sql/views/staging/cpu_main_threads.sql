@@ -1,3 +1,4 @@
+-- depends on: gpu_events, steps
 -- CPU-only ranks (no GPU events) and their main thread: the (pid, tid) holding the most
 -- ProfilerStep# annotations. A CPU rank without ProfilerStep has no main thread, so no rows.
 CREATE OR REPLACE VIEW cpu_main_threads AS

@@ -1,3 +1,4 @@
+-- depends on: cpu_main_threads, events, gpu_events, gpu_step_windows, steps
 -- Every window the breakdown is measured over, per rank: step windows (scope 'step') and the
 -- whole trace (scope 'trace'). GPU ranks use the device timeline; CPU-only ranks use the main
 -- thread: a step window is the ProfilerStep# event itself, the whole trace the main thread's

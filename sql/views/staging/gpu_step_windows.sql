@@ -1,3 +1,4 @@
+-- depends on: gpu_events, steps
 -- Step windows on the device timeline of each GPU rank (METHODOLOGY "Steps on a GPU trace").
 -- A GPU event belongs to the ProfilerStep whose half-open host window [ts, ts+dur) holds its
 -- launch; window N = [first start of step-N events, first start of the next step with events),
