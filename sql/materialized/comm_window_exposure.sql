@@ -147,6 +147,13 @@ SELECT
     study, run_id, rank, window_no, step, interval_no, lo_ns, hi_ns,
     hi_ns - lo_ns AS in_window_ns,
     exposed_ns,
-    CAST(least(exposed_ns, (2 * n_wait + d) // (2 * d)) AS BIGINT) AS exposed_wait_ns,
-    CAST(exposed_ns - least(exposed_ns, (2 * n_wait + d) // (2 * d)) AS BIGINT) AS exposed_transfer_ns
-FROM rounded;
+    exposed_wait_ns,
+    exposed_ns - exposed_wait_ns AS exposed_transfer_ns
+FROM (
+    -- least() skips NULLs: an unmatched interval (n_wait NULL) must stay NULL
+    SELECT
+        *,
+        CASE WHEN n_wait IS NOT NULL THEN CAST(least(exposed_ns, (2 * n_wait + d) // (2 * d)) AS BIGINT) END
+            AS exposed_wait_ns
+    FROM rounded
+) AS waited;
