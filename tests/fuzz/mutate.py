@@ -79,6 +79,9 @@ ARG_KEYS = ("stream", "correlation", "External id", "external id", "device", "na
 TOP_KEYS = ("baseTimeNanoseconds", "distributedInfo", "deviceProperties", "computeProperties",
             "schemaVersion", "host_name", "hostname", "traceEvents")
 INFO_KEYS = ("rank", "world_size", "backend", "pg_config")
+COMM_NAMES = ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclKernel_AllGather_RING_LL_Sum_int8_t",
+              "record_param_comms", "nccl:all_reduce", "gloo:all_gather", "c10d::allreduce_",
+              "tracehouse.collective|op=all_gather|bytes=64|group_size=2|seq=3")
 # fmt: on
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?')  # a string; group 1 set when it is a key
@@ -135,7 +138,9 @@ def _document(seed: Seed, rng: random.Random) -> tuple[Any, list[bytes]]:
         return f"@@RAW{len(raws) - 1}@@"
 
     events = doc if isinstance(doc, list) else doc.get("traceEvents")
-    change = rng.choice(["event", "event", "arg", "arg", "top", "info", "drop", "dup", "complete", "layout"])
+    change = rng.choice(
+        ["event", "event", "arg", "arg", "comm", "meta", "top", "info", "drop", "dup", "complete", "layout"]
+    )
     if not isinstance(events, list) or not events:
         change = "top"
     event = rng.choice(events) if isinstance(events, list) and events else {}
@@ -145,6 +150,21 @@ def _document(seed: Seed, rng: random.Random) -> tuple[Any, list[bytes]]:
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         args[rng.choice(ARG_KEYS)] = placeholder()
         event["args"] = args
+    elif change == "comm":  # a communication event: its args take the scanner's side path
+        event.update(
+            ph="X", name=rng.choice(COMM_NAMES), cat=rng.choice(["kernel", "cpu_op", "user_annotation"])
+        )
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        for key in rng.sample(ARG_KEYS, rng.randint(1, 5)):
+            args[key] = (
+                placeholder() if rng.random() < 0.5 else rng.choice([1, "Float", [[4, 4]], ["float"], None])
+            )
+        event["args"] = args
+    elif change == "meta":
+        meta = {"ph": "M", "name": rng.choice(["thread_name", "process_name"]), "pid": 1, "tid": 1}
+        meta[rng.choice(["pid", "tid", "name", "args"])] = placeholder()
+        meta.setdefault("args", {"name": placeholder()})
+        events.insert(rng.randrange(len(events) + 1), meta)
     elif change == "top" and isinstance(doc, dict):
         doc[rng.choice(TOP_KEYS)] = placeholder()
     elif change == "info" and isinstance(doc, dict):
