@@ -98,7 +98,7 @@ PROCESS_GROUPS: dict[str, pl.DataType] = {
     "ranks": pl.List(pl.Int32),  # the global ranks in the group
 }
 
-# One row per power sample (public view `power_samples` adds nothing but the run key).
+# One row per power sample (the public `power_samples` adds nothing but the run key).
 POWER_SAMPLES: dict[str, pl.DataType] = {
     "host": pl.String,
     "device": pl.Int32,

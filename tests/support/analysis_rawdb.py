@@ -63,7 +63,12 @@ RUN_MANIFESTS: dict[str, pl.DataType] = {
     "status": pl.String,
     "power": pl.String,  # JSON object, as in sql/raw/run_manifests.sql
 }
-POWER: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, **schema.POWER_SAMPLES}
+POWER: dict[str, pl.DataType] = {
+    "study": pl.String,
+    "run_id": pl.String,
+    "content_hash": pl.String,
+    **schema.POWER_SAMPLES,
+}
 
 
 def ev(
@@ -164,7 +169,7 @@ def fill(
     )
     register(
         con,
-        "power_samples",
+        "power_samples_raw",
         pl.DataFrame([{"study": study, "run_id": run_id, **p} for p in power], schema=POWER),
     )
     if _has_materialized(con):

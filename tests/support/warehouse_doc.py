@@ -35,7 +35,7 @@ RELATIONS = {
         "process_groups",
         "one row per process group in a trace's `distributedInfo.pg_config`",
     ),
-    "power_samples": ("power_samples", "one row per sample of a registered power log"),
+    "power_samples_raw": ("power_samples", "one row per sample of a registered power log"),
     "traces": (None, "one row per ingested rank trace (content hash)"),
     "power_files": (None, "one row per ingested power log (content hash)"),
     "run_manifests": (None, "one row per run (study, run_id)"),

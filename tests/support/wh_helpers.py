@@ -18,7 +18,7 @@ CONTENT_TABLES = (
     "collectives_raw",
     "threads",
     "process_groups",
-    "power_samples",
+    "power_samples_raw",
     "traces",
     "run_manifests",
     "parquet_files",

@@ -9,7 +9,7 @@ from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.manifest import RunManifest
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
 
-VIEW_OF_FOLDER = {"collectives": "collectives_raw"}
+VIEW_OF_FOLDER = {"collectives": "collectives_raw", "power_samples": "power_samples_raw"}
 
 
 def test_fresh_warehouse_has_every_raw_relation_empty(tmp_path):

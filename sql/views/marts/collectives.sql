@@ -1,4 +1,4 @@
--- depends on: collectives_raw
+-- depends on: collective_calls
 -- One row per collective call per rank (METHODOLOGY "Collectives"), start on the absolute clock.
 CREATE OR REPLACE VIEW collectives AS
 SELECT
@@ -7,5 +7,5 @@ SELECT
     dur_ns / 1000.0 AS dur_us,
     ts_unix_ns + dur_ns AS end_unix_ns,
     source, name
-FROM collectives_raw
+FROM collective_calls
 WHERE dur_ns >= 0;

@@ -1,4 +1,4 @@
--- depends on: events, gpu_events
+-- depends on: run_event_ranks, gpu_events, cpu_op_totals
 -- One row per kernel or op name of a run: how often it ran, its time over the whole trace (first
 -- to last event, no step filter) per rank, and its place among the run's names by time.
 -- A run with device events (gpu_events: kernels, memcpy and memset on a stream) ranks those,
@@ -6,15 +6,7 @@
 -- inclusive time (ops nest, so an op's time also counts in its parents'), class NULL.
 -- Per rank: divided by the ranks of the run that have events. Ties: by name, then kind.
 CREATE OR REPLACE VIEW top_kernels AS
-WITH run_ranks AS (
-    SELECT study, run_id, count(DISTINCT rank) AS n_ranks
-    FROM events
-    GROUP BY study, run_id
-),
-gpu_runs AS (
-    SELECT DISTINCT study, run_id FROM gpu_events
-),
-device_names AS (
+WITH device_names AS (
     SELECT
         study, run_id, kind, name, class, 'gpu' AS rule,
         count(*) AS calls, sum(end_ns - start_ns) AS total_ns
@@ -23,13 +15,8 @@ device_names AS (
     GROUP BY study, run_id, kind, name, class
 ),
 op_names AS (
-    SELECT
-        e.study, e.run_id, e.kind, e.name, CAST(NULL AS VARCHAR) AS class, 'cpu' AS rule,
-        count(*) AS calls, sum(e.dur_ns) AS total_ns
-    FROM events AS e
-    ANTI JOIN gpu_runs AS g ON e.study = g.study AND e.run_id = g.run_id
-    WHERE e.kind = 'cpu_op' AND e.dur_ns > 0
-    GROUP BY e.study, e.run_id, e.kind, e.name
+    SELECT study, run_id, kind, name, CAST(NULL AS VARCHAR) AS class, 'cpu' AS rule, calls, total_ns
+    FROM cpu_op_totals
 ),
 named AS (
     SELECT * FROM device_names
@@ -49,4 +36,4 @@ SELECT
     n.total_ns / 1e3 / r.n_ranks AS us_per_rank,
     row_number() OVER (PARTITION BY n.study, n.run_id ORDER BY n.total_ns DESC, n.name, n.kind) AS time_rank
 FROM named AS n
-JOIN run_ranks AS r ON n.study = r.study AND n.run_id = r.run_id;
+JOIN run_event_ranks AS r ON n.study = r.study AND n.run_id = r.run_id;
