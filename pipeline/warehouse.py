@@ -287,12 +287,38 @@ def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
     connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
     stored = stored_tables(connection)
     try:
+        shadow_older_tables(connection, stored)
         rebuilt = [f for f in load_sql_files() if f.materialized or f.seeded or f.name not in stored]
         create_relations(connection, rebuilt)
     except WarehouseError:
         connection.close()
         raise
     return connection
+
+
+def shadow_older_tables(connection: duckdb.DuckDBPyConnection, stored: set[str]) -> None:
+    """Give the raw tables of a warehouse made by an older tracehouse this version's columns, as NULL.
+
+    Such a warehouse gains the columns at its next ingest (the raw files' ALTER TABLE lines);
+    until then an in-memory view of the same name adds each missing column as NULL, so the
+    views built over it answer (with NULL where the older version recorded nothing).
+    """
+    scratch = duckdb.connect(":memory:")
+    try:
+        for f in load_sql_files():
+            if f.layer != RAW_LAYER or f.name not in stored:
+                continue
+            scratch.execute(f.text)  # a raw table's file creates it alone, as in the duckdb shell
+            wanted = scratch.execute(f"DESCRIBE {f.name}").fetchall()
+            have = {row[0] for row in connection.execute(f"DESCRIBE {ATTACHED}.main.{f.name}").fetchall()}
+            missing = [f'CAST(NULL AS {kind}) AS "{name}"' for name, kind, *_ in wanted if name not in have]
+            if missing:
+                columns = ", ".join(missing)
+                connection.execute(
+                    f"CREATE VIEW memory.main.{f.name} AS SELECT *, {columns} FROM {ATTACHED}.main.{f.name}"
+                )
+    finally:
+        scratch.close()
 
 
 def stored_tables(connection: duckdb.DuckDBPyConnection) -> set[str]:

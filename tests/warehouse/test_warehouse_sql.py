@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from support.wh_helpers import CONTENT_TABLES
+from support.wh_helpers import CONTENT_TABLES, write_trace
 from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.manifest import RunManifest
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
@@ -69,3 +69,22 @@ def test_views_are_recreated_when_missing_on_query(tmp_path):
         c.execute("DROP VIEW events")
     with open_for_query(tmp_path / "wh") as c:
         assert c.sql("SELECT count(*) FROM events").fetchall() == [(0,)]
+
+
+def test_a_warehouse_of_an_older_tracehouse_is_read_with_null_for_newer_columns(tmp_path):
+    """Its raw tables lack columns this version added: queries see them as NULL, nothing is written."""
+    wh = tmp_path / "wh"
+    write_trace(wh.parent / "run" / "r0.json", rank=0)
+    from tracehouse.pipeline.ingest.driver import ingest
+
+    assert ingest([wh.parent / "run"], wh).loaded == 1
+    with connect(wh) as c:  # as an older version left it: no such columns, views of older SQL
+        c.execute("ALTER TABLE traces DROP COLUMN unknown_categories")
+        c.execute("ALTER TABLE traces DROP COLUMN n_device_events")
+        c.execute("UPDATE warehouse_meta SET value = 'older' WHERE key = 'sql_digest'")
+    before = (wh / "tracehouse.duckdb").stat().st_mtime_ns
+    with open_for_query(wh) as c:
+        got = c.sql("SELECT rule, n_device_events, unknown_categories, reason FROM trace_coverage").fetchall()
+        assert got == [("gpu", None, None, None)]
+        assert c.sql("SELECT count(*) FROM step_breakdown").fetchall() == [(1,)]
+    assert (wh / "tracehouse.duckdb").stat().st_mtime_ns == before
