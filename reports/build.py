@@ -20,6 +20,7 @@ from tracehouse.reports.sections import (
     detail_sections,
     power_section,
     scaling_section,
+    waits_section,
 )
 from tracehouse.reports.source import frame, open_warehouse, pick_study
 
@@ -54,6 +55,7 @@ def build_page(
         headline=headline(con, study),
         sections=[
             breakdown_section(con, study),
+            waits_section(con, study),
             *([comparison_section(diff_runs(con, *compare, study=None))] if compare else []),
             scaling_section(con, study),
             power_section(con, study),

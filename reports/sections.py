@@ -10,6 +10,7 @@ import tracehouse.reports.charts.kernels as charts_kernels
 import tracehouse.reports.charts.power as charts_power
 import tracehouse.reports.charts.ranks as charts_ranks
 import tracehouse.reports.charts.scaling as charts_scaling
+import tracehouse.reports.charts.waits as charts_waits
 from tracehouse.pipeline.compare import RunDiff
 from tracehouse.reports.html import Figure, Section
 
@@ -35,6 +36,43 @@ def breakdown_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
                 id="fig-breakdown-share",
                 title="Step breakdown (share)",
                 chart=charts_breakdown.breakdown_share_chart(rows),
+            ),
+        ],
+    )
+
+
+def waits_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
+    """What the step waits for: exposed communication by collective and kind, idle by cause."""
+    if not charts_waits.available(con):
+        return Section(
+            id="waits",
+            title="What the step waits for",
+            intro="This warehouse predates the attribution of exposed communication and idle time; "
+            "rerun tracehouse ingest on the same paths to add it.",
+            figures=[],
+        )
+    return Section(
+        id="waits",
+        title="What the step waits for",
+        intro=charts_waits.headline_sentence(con, study)
+        + " The bars split the breakdown's exposed communication by the collective behind it (parallel "
+        "dimension, op, and the phase that issued it), then by kind: waiting for the slowest rank to "
+        "arrive, or moving data; and idle time by cause: the host had not launched the next work yet, or "
+        "the work was launched but had not started.",
+        figures=[
+            Figure(
+                id="fig-waits-collective",
+                title="Exposed communication by collective (ms)",
+                chart=charts_waits.collective_chart(charts_waits.collective_rows(con, study)),
+                note="No run of this study has exposed communication.",
+            ),
+            Figure(
+                id="fig-waits-kind",
+                title="What the waiting is (ms)",
+                chart=charts_waits.kind_chart(charts_waits.kind_rows(con, study)),
+                note="No run of this study has a measured step.",
+                caption="Wait versus transfer needs each collective matched on every rank of its group; "
+                "idle causes need device events (CPU runs have none).",
             ),
         ],
     )

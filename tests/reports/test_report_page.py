@@ -17,6 +17,7 @@ from tracehouse.reports.html import script_safe_json
 SECTION_ORDER = [
     "headline",
     "breakdown",
+    "waits",
     "scaling",
     "power",
     "collectives",
