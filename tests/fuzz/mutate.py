@@ -292,7 +292,7 @@ BYTE_MUTATIONS = (
 
 def gzip_corrupt(data: bytes, rng: random.Random) -> bytes:
     """The text gzipped, often damaged: bytes flipped, cut short, trailing bytes, two members, bad CRC."""
-    packed = bytearray(gzip.compress(data, compresslevel=1))
+    packed = bytearray(gzip.compress(data, compresslevel=1, mtime=0))
     how = rng.choice(["none", "flip", "cut", "trail", "members", "crc", "raw-deflate"])
     if how == "flip":
         for _ in range(rng.randint(1, 4)):
@@ -302,7 +302,7 @@ def gzip_corrupt(data: bytes, rng: random.Random) -> bytes:
     elif how == "trail":
         packed += rng.choice([b"\x00" * 8, b"garbage", b"\x1f\x8b"])
     elif how == "members":
-        packed += gzip.compress(data[: len(data) // 2])
+        packed += gzip.compress(data[: len(data) // 2], mtime=0)
     elif how == "crc":
         packed[-8] ^= 0xFF
     elif how == "raw-deflate":
