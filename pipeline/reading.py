@@ -2,7 +2,7 @@
 
 Every read goes through a connection that never writes the warehouse (stale views are built in
 memory, see `warehouse.open_for_query`), with DuckDB's `file_search_path` set to the warehouse
-folder, so the raw Parquet views resolve from any working directory.
+folder (`warehouse.connect`), so the raw Parquet views resolve from any working directory.
 """
 
 from __future__ import annotations
@@ -39,11 +39,8 @@ def check_read_only(sql: str) -> None:
 
 
 def open_reader(warehouse_dir: str | Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection over a warehouse whose relative Parquet paths resolve from anywhere."""
-    directory = Path(warehouse_dir).absolute()
-    connection = open_for_query(directory)
-    connection.execute("SET file_search_path = ?", [str(directory)])
-    return connection
+    """A read-only connection over a warehouse (its relative Parquet paths resolve from anywhere)."""
+    return open_for_query(Path(warehouse_dir).absolute())
 
 
 def query(warehouse_dir: str | Path, sql: str) -> tuple[list[str], list[tuple]]:

@@ -118,6 +118,8 @@ def connect(
     except duckdb.Error as exc:
         raise open_error(warehouse_dir, exc, read_only=read_only) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
+    # tracehouse reports its own progress; DuckDB's bar would draw over it (and into notebooks).
+    connection.execute("SET enable_progress_bar = false")
     return connection
 
 
@@ -284,6 +286,7 @@ def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
         connection.close()
         raise open_error(warehouse_dir, exc, read_only=True) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
+    connection.execute("SET enable_progress_bar = false")
     connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
     stored = stored_tables(connection)
     try:
