@@ -24,11 +24,26 @@ CREATE OR REPLACE TABLE comm_intervals AS
 WITH comm_names AS (
     SELECT DISTINCT name FROM gpu_events WHERE class = 'comm'
 ),
-gpu_comm AS (
+named AS MATERIALIZED (
+    -- one pass over the events for every named event this table reads: the comm kernels, the
+    -- comm spans, the labels and the phase context events (reading names is the costly part)
+    SELECT study, run_id, rank, kind, name, ts_unix_ns, dur_ns, pid, tid, stream, correlation
+    FROM events
+    WHERE (kind = 'kernel' AND stream IS NOT NULL AND dur_ns >= 0 AND name IN (SELECT name FROM comm_names))
+        OR starts_with(name, 'tracehouse.collective|')
+        OR starts_with(name, 'Optimizer.step#') OR starts_with(name, 'Optimizer.zero_grad#')
+        OR starts_with(name, 'autograd::engine::evaluate_function:')
+        OR starts_with(name, 'FSDP::post_backward') OR starts_with(name, 'FSDP::root_post_backward')
+        OR starts_with(name, 'Backward ')  -- `Backward <i>`, matched exactly below (a regexp here is slow)
+        -- comm_vocabulary's comm_span_prefix, spelled out: a join to it here costs more than all
+        -- the rest of this table (tests/analysis/test_analysis_wait_attribution.py checks the copy)
+        OR starts_with(name, 'gloo:')
+),
+gpu_comm AS MATERIALIZED (
     SELECT
         e.study, e.run_id, e.rank, 'gpu' AS rule, e.name, e.ts_unix_ns AS start_ns,
         e.ts_unix_ns + e.dur_ns AS end_ns, e.stream, e.tid, e.correlation
-    FROM events AS e
+    FROM named AS e
     SEMI JOIN comm_names AS c ON e.name = c.name
     WHERE e.kind = 'kernel' AND e.stream IS NOT NULL AND e.dur_ns >= 0
 ),
@@ -49,7 +64,7 @@ cpu_comm AS (
         e.study, e.run_id, e.rank, 'cpu' AS rule, e.name, e.ts_unix_ns AS start_ns,
         e.ts_unix_ns + e.dur_ns AS end_ns, CAST(NULL AS BIGINT) AS stream, e.tid,
         m.pid AS main_pid, m.tid AS main_tid
-    FROM events AS e
+    FROM named AS e
     JOIN cpu_main_threads AS m ON e.study = m.study AND e.run_id = m.run_id AND e.rank = m.rank
     SEMI JOIN comm_vocabulary AS v ON v.kind = 'comm_span_prefix' AND starts_with(e.name, v.pattern)
     WHERE e.dur_ns >= 0
@@ -85,7 +100,7 @@ calls AS (
     FROM collective_instances
     WHERE source IN ('nccl_kernel', 'gloo')
 ),
-attributed AS (
+attributed AS MATERIALIZED (
     SELECT
         i.*,
         c.op, c.process_group, c.pg_desc, c.seq, c.bytes, c.dtype, c.group_size,
@@ -106,11 +121,11 @@ labels AS (
         min(ts_unix_ns) AS ts_unix_ns,
         arg_min(pid, ts_unix_ns) AS pid,
         arg_min(tid, ts_unix_ns) AS tid
-    FROM events
+    FROM named
     WHERE starts_with(name, 'tracehouse.collective|')
     GROUP BY ALL
 ),
-placed AS (
+placed AS MATERIALIZED (
     SELECT
         a.* EXCLUDE (place_ns, place_pid, place_tid, main_pid, main_tid),
         CASE WHEN a.rule = 'gpu' THEN a.place_ns ELSE coalesce(l.ts_unix_ns, a.start_ns) END AS place_ns,
@@ -129,7 +144,7 @@ context_events AS (
         CASE WHEN starts_with(name, 'Optimizer.') THEN 'optimizer' ELSE 'backward' END AS context,
         ts_unix_ns AS start_ns,
         max(ts_unix_ns + dur_ns) AS end_ns
-    FROM events
+    FROM named
     WHERE (
         starts_with(name, 'Optimizer.step#') OR starts_with(name, 'Optimizer.zero_grad#')
         OR starts_with(name, 'autograd::engine::evaluate_function:')
@@ -138,7 +153,7 @@ context_events AS (
     ) AND dur_ns > 0
     GROUP BY ALL
 ),
-contexts AS (
+contexts AS MATERIALIZED (
     SELECT
         *,
         max(end_ns) OVER (PARTITION BY study, run_id, rank, pid, tid, context ORDER BY start_ns) AS reach_ns

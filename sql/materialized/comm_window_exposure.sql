@@ -38,19 +38,17 @@ buckets AS (
     WHERE end_ns > start_ns
 ),
 gpu_compute AS (
-    SELECT k.rank_key, g.start_ns, g.end_ns
+    SELECT k.rank_key, g.start_ns, g.end_ns, g.start_ns // 1048576 AS first_bucket, (g.end_ns - 1) // 1048576 AS last_bucket
     FROM gpu_events AS g
     JOIN rank_keys AS k ON g.study = k.study AND g.run_id = k.run_id AND g.rank = k.rank
     WHERE g.class = 'compute' AND g.end_ns > g.start_ns
 ),
-compute AS (
-    SELECT g.* FROM gpu_compute AS g
-    SEMI JOIN buckets AS b ON g.rank_key = b.rank_key AND g.start_ns // 1048576 = b.bucket
-    UNION ALL
-    SELECT g.* FROM gpu_compute AS g
-    SEMI JOIN buckets AS b ON g.rank_key = b.rank_key AND (g.end_ns - 1) // 1048576 = b.bucket
-    UNION ALL
-    SELECT * FROM gpu_compute WHERE (end_ns - 1) // 1048576 - start_ns // 1048576 >= 2
+compute AS MATERIALIZED (
+    SELECT g.rank_key, g.start_ns, g.end_ns
+    FROM gpu_compute AS g
+    LEFT JOIN buckets AS f ON g.rank_key = f.rank_key AND g.first_bucket = f.bucket
+    LEFT JOIN buckets AS l ON g.rank_key = l.rank_key AND g.last_bucket = l.bucket
+    WHERE f.bucket IS NOT NULL OR l.bucket IS NOT NULL OR g.last_bucket - g.first_bucket >= 2
     UNION ALL
     SELECT k.rank_key, s.start_ns, s.end_ns
     FROM cpu_compute_segments AS s
@@ -97,7 +95,7 @@ denominators AS (
     WHERE exposed
     GROUP BY rank_key
 ),
-running AS (
+running AS MATERIALIZED (
     -- q = Q(t): the scaled exposed shares of every segment before t on this axis
     SELECT
         s.rank_key, s.t,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.analysis_rawdb import US, ev, kernel, raw_db, rows, step
-from tracehouse.pipeline.common.comm_vocabulary import LABEL_START
+from tracehouse.pipeline.common.comm_vocabulary import COMM_SPAN_PREFIXES, LABEL_START
 from tracehouse.sql import __file__ as sql_init
 
 COMM = "ncclDevKernel_AllReduce_Sum_f32"
@@ -245,9 +245,10 @@ def test_parallel_dimension_from_the_mesh_description_or_the_layout():
     assert [r["parallel_dim"] for r in exposure(con)] == [want for *_, want in descs]
 
 
-def test_the_sql_reads_labels_by_the_label_format_prefix():
+def test_the_sql_spells_the_label_prefix_and_comm_spans_as_the_vocabulary_does():
     text = (Path(sql_init).parent / "materialized" / "comm_intervals.sql").read_text()
     assert f"starts_with(name, '{LABEL_START}')" in text
+    assert COMM_SPAN_PREFIXES == ("gloo:",) and "OR starts_with(name, 'gloo:')" in text
 
 
 # --- brute-force oracle ------------------------------------------------------------------------
