@@ -42,6 +42,7 @@ SEEDS: dict[str, Callable[[], list[tuple[str, ...]]]] = {
 }
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
+_CREATES = re.compile(r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>TABLE|VIEW)\b", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,6 +198,7 @@ def create_relations(
         ordered = [f for f in ordered if f.materialized]
     for f in ordered:
         try:
+            _drop_other_kind(connection, f)
             connection.execute(f.text)
             if f.seeded:
                 fill_seed(connection, f.name)
@@ -204,6 +206,25 @@ def create_relations(
             message = one_line(exc)
             raise WarehouseError(f"{f.label} failed: {message}") from exc
     return [f.name for f in ordered]
+
+
+def _drop_other_kind(connection: duckdb.DuckDBPyConnection, f: SqlFile) -> None:
+    """Drop the file's relation if the catalog holds it as the other kind (a view that became a table).
+
+    `CREATE OR REPLACE TABLE` refuses to replace a view and vice versa, so a warehouse made by a
+    version where the relation was of the other kind would not upgrade.
+    """
+    match = _CREATES.search(f.text)
+    if match is None:
+        return
+    rows = connection.execute(
+        "SELECT table_type FROM information_schema.tables WHERE table_name = ? "
+        "AND table_catalog = current_database() AND table_schema = current_schema()",
+        [f.name],
+    ).fetchall()
+    wanted = match["kind"].upper()
+    if rows and (rows[0][0] == "VIEW") != (wanted == "VIEW"):
+        connection.execute(f"DROP {'VIEW' if rows[0][0] == 'VIEW' else 'TABLE'} {f.name}")
 
 
 def fill_seed(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
