@@ -160,6 +160,24 @@ class Warehouse:
         """One row per power sample: host, device, time, watts, energy counter, source."""
         return _filtered(self.connection, "power_samples", {"study": study, "run_id": run})
 
+    def comm_exposure(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per communication interval per step window: its collective, and how much was exposed."""
+        return _filtered(self.connection, "comm_exposure", {"study": study, "run_id": run, "rank": rank})
+
+    def exposed_comm_by_collective(
+        self, study: str | None = None, run: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """Per run, op, parallel dimension and phase: the exposed communication per step, wait vs transfer."""
+        return _filtered(self.connection, "exposed_comm_by_collective", {"study": study, "run_id": run})
+
+    def idle_causes(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per rank and step window: idle time split into host wait, device wait and unknown."""
+        return _filtered(self.connection, "idle_causes", {"study": study, "run_id": run, "rank": rank})
+
     def top_kernels(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
         """One row per kernel or op name of a run: calls, time per rank, class, place by time."""
         return _filtered(self.connection, "top_kernels", {"study": study, "run_id": run})
