@@ -11,6 +11,7 @@ Layout (every key column is also stored inside each Parquet file):
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +20,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.refresh import changed_runs, refresh_runs, run_stamps
 from tracehouse.pipeline.sql_runner import (
     RAW_LAYER,
     SEEDS,
@@ -36,16 +38,12 @@ LOCK_RETRY_S = 0.05  # between attempts to open a file another process holds
 # the one DuckDB gives the file when it opens it directly, so qualified names work either way.
 ATTACHED = Path(DB_NAME).stem
 
-# Everything the materialized tables are computed from that can change after they were built:
-# the registered files (trace and power content hashes, manifests), the built-in communication
-# vocabulary and the user's comm kernel patterns. Its digest is stored with the tables;
-# comparing it costs milliseconds.
-_INPUTS_STAMP = """
+# What every run's materialized rows depend on alike (the built-in communication vocabulary and
+# the user's comm kernel patterns): a change recomputes every run. The rest is per run
+# (refresh.RUN_STAMPS: its registered trace and power files, its manifest). Both digests are
+# stored with the tables; comparing them costs milliseconds.
+_GLOBAL_STAMP = """
 SELECT md5(concat_ws('|',
-    (SELECT coalesce(string_agg(content_hash, ',' ORDER BY content_hash), '') FROM traces),
-    (SELECT coalesce(string_agg(content_hash, ',' ORDER BY content_hash), '') FROM power_files),
-    (SELECT coalesce(string_agg(concat(study, '/', run_id, '@', ingested_at), ',' ORDER BY study, run_id), '')
-        FROM run_manifests),
     (SELECT coalesce(string_agg(concat(pattern, '=', note), ',' ORDER BY pattern, note), '')
         FROM comm_kernel_patterns),
     (SELECT coalesce(string_agg(concat(kind, '=', pattern), ',' ORDER BY kind, pattern), '')
@@ -187,7 +185,7 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
 
     Skipped when the catalog already holds them all, built from the same SQL text: binding
     the analysis views takes about a second, which would dominate small ingests. The
-    materialized tables are then still refreshed if the data changed since they were computed.
+    materialized tables are then still refreshed for the runs whose inputs changed since.
     """
     files = load_sql_files()
     digest = sql_digest(files)
@@ -198,26 +196,62 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
         return []
     names = create_relations(connection, files)
     _set_meta(connection, "sql_digest", digest)
-    _set_meta(connection, "inputs_stamp", inputs_stamp(connection))
+    _record_stamps(connection)
     return names
 
 
 def refresh_materialized(
     connection: duckdb.DuckDBPyConnection, files: list[SqlFile] | None = None
 ) -> list[str]:
-    """Recompute the materialized tables if their inputs changed since; return the names recomputed."""
+    """Recompute the materialized tables where their inputs changed; return the names recomputed.
+
+    Only the runs whose inputs changed (files registered or removed, manifest) are recomputed,
+    in one transaction with the new stamps; a change of what all runs share (the seeded
+    vocabulary, comm_kernel_patterns) recomputes everything.
+    """
     stamp = inputs_stamp(connection)
     if _meta(connection, "inputs_stamp") == stamp:
         return []
     files = files if files is not None else load_sql_files()
-    names = create_relations(connection, files, only_materialized=True)
-    _set_meta(connection, "inputs_stamp", stamp)
+    before = _stored_run_stamps(connection)
+    if before is None or _meta(connection, "global_stamp") != global_stamp(connection):
+        names = create_relations(connection, files, only_materialized=True)
+        _record_stamps(connection)
+        return names
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        names = refresh_runs(connection, files, changed_runs(run_stamps(connection), before))
+        _record_stamps(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
     return names
 
 
 def inputs_stamp(connection: duckdb.DuckDBPyConnection) -> str:
     """A digest of everything the materialized tables are computed from."""
-    return connection.execute(_INPUTS_STAMP).fetchall()[0][0]
+    runs = sorted([*key, stamp] for key, stamp in run_stamps(connection).items())
+    return hashlib.sha256(json.dumps([global_stamp(connection), runs]).encode()).hexdigest()
+
+
+def global_stamp(connection: duckdb.DuckDBPyConnection) -> str:
+    """A digest of the inputs every run's materialized rows share (vocabulary, kernel patterns)."""
+    return connection.execute(_GLOBAL_STAMP).fetchall()[0][0]
+
+
+def _record_stamps(connection: duckdb.DuckDBPyConnection) -> None:
+    """Store the stamps of the inputs the materialized tables now reflect."""
+    _set_meta(connection, "inputs_stamp", inputs_stamp(connection))
+    _set_meta(connection, "global_stamp", global_stamp(connection))
+    runs = sorted([study, run_id, stamp] for (study, run_id), stamp in run_stamps(connection).items())
+    _set_meta(connection, "run_stamps", json.dumps(runs))
+
+
+def _stored_run_stamps(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str] | None:
+    """The per-run stamps the materialized tables reflect (None: a warehouse that kept none)."""
+    text = _meta(connection, "run_stamps")
+    return None if text is None else {(study, run_id): stamp for study, run_id, stamp in json.loads(text)}
 
 
 def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:

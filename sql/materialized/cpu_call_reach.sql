@@ -19,14 +19,14 @@ WITH RECURSIVE crossed_ranks AS (
 ),
 blocks AS (
     -- block: the block's number within its level, from 1
-    SELECT c.rank_key, 0 AS j, c.call_order AS block, c.end_ns AS reach_ns, c.is_compute
+    SELECT c.study, c.run_id, c.rank_key, 0 AS j, c.call_order AS block, c.end_ns AS reach_ns, c.is_compute
     FROM cpu_calls AS c
     SEMI JOIN crossed_ranks AS x ON c.rank_key = x.rank_key
     UNION ALL
-    SELECT rank_key, any_value(j) + 1, (block + 1) // 2, max(reach_ns), NULL
+    SELECT any_value(study), any_value(run_id), rank_key, any_value(j) + 1, (block + 1) // 2, max(reach_ns), NULL
     FROM blocks
     GROUP BY rank_key, (block + 1) // 2
     HAVING count(*) = 2
 )
-SELECT rank_key, CAST(j AS INTEGER) AS j, block << j AS call_order, reach_ns, is_compute
+SELECT study, run_id, rank_key, CAST(j AS INTEGER) AS j, block << j AS call_order, reach_ns, is_compute
 FROM blocks;

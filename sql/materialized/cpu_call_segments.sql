@@ -1,7 +1,7 @@
 -- depends on: cpu_calls
 -- The elementary segments of every CPU-only rank's call tree (between consecutive call
 -- boundaries), with the state once every boundary at its start is applied: depth (calls open)
--- and last_started (the highest call_order started so far).
+-- and last_started (the highest call_order started so far); study and run_id name its run.
 -- A TABLE, refreshed by the warehouse after ingest (see cpu_calls).
 CREATE OR REPLACE TABLE cpu_call_segments AS
 WITH points AS (
@@ -26,6 +26,7 @@ segments AS (
     FROM states
     WHERE nth_at_t = 1
 )
-SELECT rank_key, start_ns, end_ns, depth, last_started
-FROM segments
-WHERE end_ns IS NOT NULL AND depth > 0;
+SELECT k.study, k.run_id, s.rank_key, s.start_ns, s.end_ns, s.depth, s.last_started
+FROM segments AS s
+JOIN (SELECT DISTINCT study, run_id, rank_key FROM cpu_calls) AS k ON s.rank_key = k.rank_key
+WHERE s.end_ns IS NOT NULL AND s.depth > 0;

@@ -40,7 +40,9 @@ tree AS (
 ordered AS (
     SELECT
         *,
-        CAST(dense_rank() OVER (ORDER BY study, run_id, rank) AS BIGINT) AS rank_key,
+        -- a key of the rank alone (not of the other ranks present), so one run's rows can be
+        -- recomputed by themselves (warehouse.refresh_runs); 63 bits of a hash
+        CAST(hash(study, run_id, rank) >> 1 AS BIGINT) AS rank_key,
         CAST(row_number() OVER (
             PARTITION BY study, run_id, rank ORDER BY start_ns, end_ns DESC, is_compute
         ) AS BIGINT) AS call_order

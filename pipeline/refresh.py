@@ -1,0 +1,140 @@
+"""Recompute the materialized tables for some runs only: their inputs shadowed, their rows replaced.
+
+Every materialized table's rows of one run are computed from that run's inputs alone (each table
+has `study` and `run_id` columns; keys such as `cpu_calls.rank_key` are functions of the rank,
+not numberings over the warehouse). So the rows of runs R are recomputed by running each
+materialized file's SQL as a TEMP table, with the raw relations shadowed by TEMP views that
+show R's rows only (DuckDB looks up temporary objects first, also from inside stored views): a
+Parquet view reads only R's registered files, a catalog table with study and run_id only R's
+rows. Then each table's rows of R are deleted and the new ones inserted. The caller holds the
+transaction; the temporary objects are dropped in any case.
+
+What stays global (the SQL itself, the seeded vocabulary, `comm_kernel_patterns`) is not
+shadowed: when it changes, the warehouse recomputes everything (see warehouse.refresh_materialized).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import duckdb
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, dependency_order
+
+RunKey = tuple[str, str]  # study, run_id
+RUNS = "refresh_runs"  # the TEMP table of the runs being recomputed
+
+# Per run, a digest of everything its materialized rows are computed from that is not global.
+RUN_STAMPS = """
+WITH inputs AS (
+    SELECT study, run_id, concat('trace:', content_hash) AS item FROM traces
+    UNION ALL
+    SELECT study, run_id, concat('power:', content_hash) FROM power_files
+    UNION ALL
+    SELECT study, run_id, concat('manifest:', coalesce(manifest_hash, ''), '@', ingested_at)
+    FROM run_manifests
+)
+SELECT study, run_id, md5(string_agg(item, ',' ORDER BY item)) FROM inputs GROUP BY study, run_id
+"""
+_CREATE_TABLE = re.compile(r"^CREATE OR REPLACE TABLE (?P<name>[a-z_][a-z0-9_]*) AS\b", re.MULTILINE)
+_PARQUET_GLOB = re.compile(r"read_parquet\('(?P<folder>parquet/[a-z_]+)/\*\*/\*\.parquet'")
+
+
+def run_stamps(connection: duckdb.DuckDBPyConnection) -> dict[RunKey, str]:
+    """Every run's inputs digest (registered trace and power files, manifest)."""
+    return {(study, run_id): stamp for study, run_id, stamp in connection.execute(RUN_STAMPS).fetchall()}
+
+
+def changed_runs(now: dict[RunKey, str], before: dict[RunKey, str]) -> set[RunKey]:
+    """Runs added, removed or whose inputs digest differs."""
+    return {key for key in now.keys() | before.keys() if now.get(key) != before.get(key)}
+
+
+def refresh_runs(
+    connection: duckdb.DuckDBPyConnection, files: Sequence[SqlFile], runs: Iterable[RunKey]
+) -> list[str]:
+    """Replace the rows of these runs in every materialized table; return the tables' names."""
+    runs = sorted(set(runs))
+    ordered = [f for f in dependency_order(files) if f.materialized]
+    if not runs:
+        return []
+    target = f'"{connection.execute("SELECT current_database()").fetchall()[0][0]}".main'
+    created: list[tuple[str, str]] = []  # (kind, name) of the temporary objects
+    try:
+        connection.execute(f"CREATE OR REPLACE TEMP TABLE {RUNS} (study VARCHAR, run_id VARCHAR)")
+        created.append(("TABLE", RUNS))
+        connection.executemany(f"INSERT INTO {RUNS} VALUES (?, ?)", [list(r) for r in runs])
+        for f in files:
+            if f.layer == RAW_LAYER:
+                _shadow_raw(connection, f, target, created)
+        for f in ordered:
+            _compute(connection, f, created)
+        for f in ordered:
+            connection.execute(
+                f"DELETE FROM {target}.{f.name} AS t USING {RUNS} AS r "
+                "WHERE t.study = r.study AND t.run_id = r.run_id"
+            )
+            connection.execute(f"INSERT INTO {target}.{f.name} BY NAME SELECT * FROM temp.main.{f.name}")
+    finally:
+        for kind, name in reversed(created):
+            connection.execute(f"DROP {kind} IF EXISTS temp.main.{name}")
+    return [f.name for f in ordered]
+
+
+def _shadow_raw(
+    connection: duckdb.DuckDBPyConnection, f: SqlFile, target: str, created: list[tuple[str, str]]
+) -> None:
+    """A TEMP view of a raw relation showing only the refreshed runs' rows (none for global ones)."""
+    glob = _PARQUET_GLOB.search(f.text)
+    if glob is not None:
+        folder = glob["folder"]
+        paths = [
+            row[0]
+            for row in connection.execute(
+                f"""SELECT p.path FROM {target}.parquet_files AS p
+                WHERE p.table_name = ? AND p.content_hash IN (
+                    SELECT content_hash FROM {target}.traces SEMI JOIN {RUNS} USING (study, run_id)
+                    UNION ALL
+                    SELECT content_hash FROM {target}.power_files SEMI JOIN {RUNS} USING (study, run_id)
+                ) ORDER BY p.path""",
+                [folder.split("/", 1)[1]],
+            ).fetchall()
+        ]
+        # the schema-only file keeps the list non-empty and the column types fixed
+        listed = ", ".join(_literal(p) for p in [f"{folder}/_empty.parquet", *paths])
+        text = f.text[: glob.start()] + f"read_parquet([{listed}]" + f.text[glob.end() :]
+        header = f"CREATE OR REPLACE VIEW {f.name} AS"
+        if header not in text:
+            raise WarehouseError(f"{f.label}: a Parquet view must start '{header}'")
+        connection.execute(text.replace(header, f"CREATE OR REPLACE TEMP VIEW {f.name} AS", 1))
+        created.append(("VIEW", f.name))
+        return
+    columns = {row[0] for row in connection.execute(f"DESCRIBE {target}.{f.name}").fetchall()}
+    if {"study", "run_id"} <= columns:
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW {f.name} AS SELECT t.* FROM {target}.{f.name} AS t "
+            f"SEMI JOIN {RUNS} AS r ON t.study = r.study AND t.run_id = r.run_id"
+        )
+        created.append(("VIEW", f.name))
+
+
+def _compute(connection: duckdb.DuckDBPyConnection, f: SqlFile, created: list[tuple[str, str]]) -> None:
+    """Run a materialized file as a TEMP table (it shadows the stored one for the files after it)."""
+    match = _CREATE_TABLE.search(f.text)
+    if match is None or match["name"] != f.name:
+        header = f"CREATE OR REPLACE TABLE {f.name} AS"
+        raise WarehouseError(f"{f.label}: a materialized file must start '{header}'")
+    text = f.text[: match.start()] + f"CREATE OR REPLACE TEMP TABLE {f.name} AS" + f.text[match.end() :]
+    try:
+        connection.execute(text)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{f.label} failed (refreshing some runs): {one_line(exc)}") from exc
+    created.append(("TABLE", f.name))
+    columns = {row[0] for row in connection.execute(f"DESCRIBE temp.main.{f.name}").fetchall()}
+    if not {"study", "run_id"} <= columns:
+        raise WarehouseError(f"{f.label}: a materialized table needs study and run_id columns (kept per run)")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
