@@ -55,7 +55,7 @@ EVENTS: dict[str, pl.DataType] = {
 }
 
 # One row per step number on the rank's loop thread (the (pid, tid) holding the most host
-# `ProfilerStep#N` events): its earliest `ProfilerStep#N` event. See kineto_steps.
+# `ProfilerStep#N` events): its earliest `ProfilerStep#N` event. See steps.
 STEPS: dict[str, pl.DataType] = {
     "step": pl.Int64,  # N of `ProfilerStep#N`
     "ts_unix_ns": pl.Int64,  # start of the ProfilerStep event (host time)

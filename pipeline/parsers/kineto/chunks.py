@@ -2,7 +2,7 @@
 
 The events array is split into raw JSON slices and decoded CHUNK_EVENTS at a time, so
 per-event Python objects exist for one batch at a time. This path handles every input
-(and words every error); the C scanner (`kineto_fastscan`) is the fast path in front of it.
+(and words every error); the C scanner (`fastscan`) is the fast path in front of it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Sources, in this order of preference:
 * `cpu_annotation`: a trace with no communication kernel but host `nccl:*` annotations gets
   one row per annotation (ts/dur of the annotation), fields from the enclosing
   `record_param_comms` and the annotation's `Input Dims`.
-* `gloo` / `label` (CPU traces): see `kineto_gloo`.
+* `gloo` / `label` (CPU traces): see `gloo`.
 
 bytes follow the nccl-tests "size" convention: `max(in_nelems, out_nelems) × dtype size`,
 i.e. all_reduce/broadcast/reduce/send/recv: the buffer; all_gather: the total OUTPUT;
@@ -75,7 +75,7 @@ def _launches(full: pl.DataFrame, kernels: list[Event]) -> list[Place]:
 
 
 def _holding(places: list[Place], outer: list[Event]) -> list[Event]:
-    """Per place, the outer event on its thread whose span holds its time (`kineto_spans.holders`)."""
+    """Per place, the outer event on its thread whose span holds its time (`spans.holders`)."""
     if not outer:
         return [NOWHERE] * len(places)
     start = np.array([e["ts_unix_ns"] for e in outer], dtype=np.int64)

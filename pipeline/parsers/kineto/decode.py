@@ -1,6 +1,6 @@
 """Read one Kineto chrome-trace file and decode it into typed msgspec Structs (transient, never returned).
 
-The decoder is schema-driven (`kineto_structs`): `args` keeps only the keys the parser turns
+The decoder is schema-driven (`structs`): `args` keeps only the keys the parser turns
 into columns. The Structs live only inside `parse_trace`; columns are built from them and they
 are dropped.
 

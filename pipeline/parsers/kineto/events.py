@@ -35,7 +35,7 @@ class EventRows:
     """What both event paths (C scanner, msgspec batches) hand to `parse_trace`."""
 
     raw: pl.DataFrame  # complete events: _row, cat, name, pid, tid, hot args, ts_ns/dur_ns (no base)
-    comm_args: pl.DataFrame  # kineto_commargs.COMM_ARGS, keyed by _row
+    comm_args: pl.DataFrame  # commargs.COMM_ARGS, keyed by _row
     metas: list[MetaRow]
     loose: bool
     invalid_utf8: bool

@@ -5,7 +5,7 @@ strings, int64 columns with byte validity masks, and the byte ranges of the few 
 (ARG_FIELDS typed Any or Raw) that Python decodes with msgspec; the other top-level members
 come back as byte ranges, decoded here as TopLevelFields. The scanner raises ValueError on
 anything it does not reproduce exactly; `scan_trace` then returns None and the msgspec path
-(`kineto_decode` + `kineto_chunks`) runs, which also words the user-facing errors.
+(`decode` + `chunks`) runs, which also words the user-facing errors.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A `gloo:*` span carries what gloo moves: its `Input Dims` / `Input type` (else those of the
 enclosing `c10d::*` op on the same thread). Its payload = elements × dtype size; barrier
 spans have none (payload 0). Reported bytes follow the nccl-tests convention (see
-kineto_collectives): all_gather = payload × group size (the span holds one rank's input).
+collectives): all_gather = payload × group size (the span holds one rank's input).
 
 Labels (`tracehouse.collective|op=...|bytes=...`, `common.comm_label`) say what the
 program asked for. Matching rule: the k-th gloo span with key (op, payload) on this rank is

@@ -6,18 +6,18 @@ It is the unit of parallel work in ingest. Any unreadable input raises `TraceFor
 with a one-line reason naming the file (a FIFO or directory: "not a regular file").
 
 Two paths read the events array into the same `EventRows`: the C scanner
-(`kineto_fastscan`, one pass, no per-event Python objects) and, when the extension is
-missing or declines the input, msgspec Structs decoded in batches (`kineto_chunks`; peak
+(`fastscan`, one pass, no per-event Python objects) and, when the extension is
+missing or declines the input, msgspec Structs decoded in batches (`chunks`; peak
 RSS ≈ 2× the uncompressed file on a 1 GB trace). Both give identical frames;
 `meta.decoder` says which read the file ("scanner" or "msgspec"; `extra["decoder"]` the finer
 "scan", "typed" or "loose") and `meta.utf8_replaced` whether invalid UTF-8 was replaced.
 TRACEHOUSE_SCANNER=0 in the environment turns the scanner off.
 
-Decisions (details in the kineto_* modules):
+Decisions (details in the modules of this package):
 * Layouts: an object with `traceEvents`, or a bare array of events. Categories match
   `KIND_BY_CATEGORY` case-insensitively; anything else is kind "other".
 * Time: `ts_unix_ns = baseTimeNanoseconds + ns(ts)` when the trace has that key, else
-  `ns(ts)` (epoch µs), exact to the ns (`kineto_time`). `dur_ns = ns(dur)`.
+  `ns(ts)` (epoch µs), exact to the ns (`timestamps`). `dur_ns = ns(dur)`.
 * Only complete events (`ph == "X"`) become EVENTS; events with dur < 0 are dropped and
   counted in `meta.negative_dur_events`; `M` events feed THREADS; flows/instants are skipped.
   A complete event without ts or dur, or with one that is not a JSON number, is an error; so is
@@ -38,7 +38,7 @@ Decisions (details in the kineto_* modules):
   TraceFormatError, the same with and without the scanner, in time linear in its size; anything
   else escaping is a bug and propagates as itself.
 * Name- and category-derived facts (kind, comm candidates, ProfilerStep numbers) are evaluated
-  once per unique string on the scanner path (`kineto_fastscan`), per row on the msgspec path.
+  once per unique string on the scanner path (`fastscan`), per row on the msgspec path.
 """
 
 from __future__ import annotations

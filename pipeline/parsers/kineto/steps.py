@@ -15,7 +15,7 @@ DEVICE_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "cuda_sync"
 
 
 def steps_frame(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per step of the loop thread, in step order (`events._step`: see kineto_names.step_number).
+    """One row per step of the loop thread, in step order (`events._step`: see names.step_number).
 
     One Polars filter finds the step annotations; the rest is plain Python over those few rows
     (one per step per thread), cheaper than a chain of Polars queries on a tiny frame.
