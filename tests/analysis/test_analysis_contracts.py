@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.analysis_marts_fixture import study_db
 from support.analysis_rawdb import parsed_db, rows
-from support.testdata import shared_path
+from support.testdata import PUBLIC_BY_DESIGN, shared_path
 from tracehouse.pipeline.view_docs import DOC_PATH, load_contracts, render
 
 CONTRACTS = load_contracts()
@@ -29,20 +29,10 @@ def warehouses() -> list:
 
 
 def test_every_public_view_has_a_contract():
+    """The design card's public views that exist yet (ingest_errors is a raw table, in warehouse.md)."""
     names = {c.relation for c in CONTRACTS}
-    assert {
-        "runs",
-        "step_breakdown",
-        "rank_summary",
-        "collectives",
-        "collective_instances",
-        "scale_points",
-        "power_samples",
-        "step_energy",
-        "step_stragglers",
-        "collective_skew",
-        "clock_offsets",
-    } <= names
+    built = PUBLIC_BY_DESIGN - {"network_curves", "projections", "ingest_errors"}
+    assert built | {"step_energy", "step_stragglers", "collective_skew", "clock_offsets"} <= names
 
 
 @pytest.mark.parametrize("contract", CONTRACTS, ids=lambda c: c.relation)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from support.testdata import PUBLIC_BY_DESIGN
 from tracehouse.pipeline.view_docs import load_contracts
 from tracehouse.reports.build import build_page
 from tracehouse.reports.provenance import provenance_tables
@@ -40,25 +41,6 @@ from tracehouse.reports.source import (
     pick_study,
 )
 
-PUBLIC_BY_DESIGN = frozenset(
-    {
-        "runs",
-        "step_breakdown",
-        "rank_summary",
-        "collectives",
-        "collective_instances",
-        "scale_points",
-        "power_samples",
-        "ingest_errors",
-        "comm_exposure",
-        "exposed_comm_by_collective",
-        "idle_causes",
-        "network_curves",
-        "projections",
-        "trace_coverage",
-        "run_diff",
-    }
-)
 PUBLIC = PUBLIC_BY_DESIGN | {c.relation for c in load_contracts()}
 FILE_REGISTERS = frozenset({"traces", "power_files"})
 CATALOG_FUNCTIONS = frozenset({"duckdb_tables", "duckdb_views", "duckdb_columns"})

@@ -28,3 +28,25 @@ def shared_path(relative: str) -> Path:
 def sample_runs() -> list[Path]:
     """Run folders (with a manifest) under sample_traces/."""
     return sorted(p.parent for p in SAMPLE_TRACES.rglob("manifest.json")) if SAMPLE_TRACES.is_dir() else []
+
+
+# The public views of the design card (../shared/DESIGN.md, "Public views"); more may be added.
+PUBLIC_BY_DESIGN = frozenset(
+    {
+        "runs",
+        "step_breakdown",
+        "rank_summary",
+        "collectives",
+        "collective_instances",
+        "scale_points",
+        "power_samples",
+        "ingest_errors",
+        "comm_exposure",
+        "exposed_comm_by_collective",
+        "idle_causes",
+        "network_curves",
+        "projections",
+        "trace_coverage",
+        "run_diff",
+    }
+)
