@@ -234,6 +234,18 @@ class Charts:
             breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
         )
 
+    def waits_by_collective(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Exposed communication per step and scale point, by parallel dimension and op."""
+        from tracehouse.reports.charts import waits
+
+        return waits.collective_chart(waits.collective_rows(self.warehouse.connection, self._study(study)))
+
+    def waits_by_kind(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Exposed communication split into wait and transfer, and idle split by cause, per scale point."""
+        from tracehouse.reports.charts import waits
+
+        return waits.kind_chart(waits.kind_rows(self.warehouse.connection, self._study(study)))
+
     def throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
         """Tokens per second against devices, with the ideal line."""
         from tracehouse.reports.charts import scaling

@@ -51,3 +51,53 @@ def test_a_view_method_exists_for_every_public_view_with_filters():
     for name in views - {"ingest_errors", "run_diff"}:
         params = inspect.signature(getattr(tracehouse.Warehouse, name)).parameters
         assert {"study", "run"} <= set(params), name
+
+
+FIGURE_OF_CHART = {
+    "breakdown": "fig-breakdown",
+    "breakdown_share": "fig-breakdown-share",
+    "waits_by_collective": "fig-waits-collective",
+    "waits_by_kind": "fig-waits-kind",
+    "throughput": "fig-throughput",
+    "per_device": "fig-per-device",
+    "efficiency": "fig-efficiency",
+    "busbw": "fig-busbw",
+    "rank_heatmap": "fig-ranks",
+    "top_kernels": "fig-kernels",
+    "power": "fig-power",
+}
+
+
+def rounded(value):
+    """A JSON value with floats to 12 significant digits (and content-hashed dataset names dropped)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {("data" if str(k).startswith("data-") else k): rounded(v) for k, v in value.items()}
+    if isinstance(value, str) and value.startswith("data-"):
+        return "data"
+    return value
+
+
+def test_every_chart_is_the_reports_chart(sample_warehouse, tmp_path):
+    import inspect
+
+    import tracehouse
+    from support import pagecheck
+
+    public = {
+        n for n, _ in inspect.getmembers(tracehouse.Charts, inspect.isfunction) if not n.startswith("_")
+    }
+    assert public == set(FIGURE_OF_CHART)
+    with tracehouse.open(sample_warehouse) as wh:
+        wh.report(tmp_path / "r.html")
+        specs = pagecheck.read(tmp_path / "r.html").specs()
+        for name, figure in FIGURE_OF_CHART.items():
+            chart = getattr(wh.charts, name)(study="tiny-cpu-gloo")
+            if figure in specs:  # floats to 12 digits: DuckDB's parallel sums differ in the last bit
+                assert rounded(chart.to_dict()) == rounded(specs[figure]), name
+            else:
+                assert chart is None, name  # the sample study has no power: the report has a note instead
+    assert "fig-power" not in specs and len(specs) == len(FIGURE_OF_CHART) - 1
