@@ -6,8 +6,9 @@ not numberings over the warehouse). So the rows of runs R are recomputed by runn
 materialized file's SQL as a TEMP table, with the raw relations shadowed by TEMP views that
 show R's rows only (DuckDB looks up temporary objects first, also from inside stored views): a
 Parquet view reads only R's registered files, a catalog table with study and run_id only R's
-rows. Then each table's rows of R are deleted and the new ones inserted. The caller holds the
-transaction; the temporary objects are dropped in any case.
+rows. Then each table's rows of R are deleted and the new ones inserted (`refresh_runs`; the
+caller holds the transaction), or, on a read-only warehouse, shown in their place (`overlay_runs`).
+The temporary objects are dropped in any case.
 
 What stays global (the SQL itself, the seeded vocabulary, `comm_kernel_patterns`) is not
 shadowed: when it changes, the warehouse recomputes everything (see warehouse.refresh_materialized).
@@ -16,7 +17,8 @@ shadowed: when it changes, the warehouse recomputes everything (see warehouse.re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
@@ -55,31 +57,74 @@ def refresh_runs(
     connection: duckdb.DuckDBPyConnection, files: Sequence[SqlFile], runs: Iterable[RunKey]
 ) -> list[str]:
     """Replace the rows of these runs in every materialized table; return the tables' names."""
-    runs = sorted(set(runs))
-    ordered = [f for f in dependency_order(files) if f.materialized]
-    if not runs:
-        return []
-    target = f'"{connection.execute("SELECT current_database()").fetchall()[0][0]}".main'
-    created: list[tuple[str, str]] = []  # (kind, name) of the temporary objects
-    try:
-        connection.execute(f"CREATE OR REPLACE TEMP TABLE {RUNS} (study VARCHAR, run_id VARCHAR)")
-        created.append(("TABLE", RUNS))
-        connection.executemany(f"INSERT INTO {RUNS} VALUES (?, ?)", [list(r) for r in runs])
-        for f in files:
-            if f.layer == RAW_LAYER:
-                _shadow_raw(connection, f, target, created)
-        for f in ordered:
-            _compute(connection, f, created)
+    target = _current_schema(connection)
+    with recomputed(connection, files, runs, source=target) as ordered:
         for f in ordered:
             connection.execute(
                 f"DELETE FROM {target}.{f.name} AS t USING {RUNS} AS r "
                 "WHERE t.study = r.study AND t.run_id = r.run_id"
             )
             connection.execute(f"INSERT INTO {target}.{f.name} BY NAME SELECT * FROM temp.main.{f.name}")
+    return [f.name for f in ordered]
+
+
+def overlay_runs(
+    connection: duckdb.DuckDBPyConnection, files: Sequence[SqlFile], runs: Iterable[RunKey], *, source: str
+) -> list[str]:
+    """Show the attached warehouse `source` (read-only) with these runs' materialized rows recomputed.
+
+    The recomputed rows go to in-memory tables; each materialized table is then shadowed by a
+    TEMP view of its stored rows of the other runs plus those (a stored view binds the names
+    it reads in its own database, but temporary objects come first). Nothing is written to
+    the warehouse. Returns the tables' names.
+    """
+    runs = sorted(set(runs))
+    with recomputed(connection, files, runs, source=f"{source}.main") as ordered:
+        connection.execute(f"CREATE OR REPLACE TABLE memory.main.{RUNS} AS SELECT * FROM temp.main.{RUNS}")
+        for f in ordered:
+            copy = f"memory.main.{f.name}__recomputed"
+            connection.execute(f"CREATE OR REPLACE TABLE {copy} AS SELECT * FROM temp.main.{f.name}")
+    for f in ordered:
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW {f.name} AS "
+            f"SELECT t.* FROM {source}.main.{f.name} AS t ANTI JOIN memory.main.{RUNS} AS r "
+            "ON t.study = r.study AND t.run_id = r.run_id "
+            f"UNION ALL BY NAME SELECT * FROM memory.main.{f.name}__recomputed"
+        )
+    return [f.name for f in ordered]
+
+
+@contextmanager
+def recomputed(
+    connection: duckdb.DuckDBPyConnection, files: Sequence[SqlFile], runs: Iterable[RunKey], *, source: str
+) -> Iterator[list[SqlFile]]:
+    """Within the block, every materialized table's rows of these runs as a TEMP table of its name.
+
+    The inputs are read from the schema `source` (e.g. `"tracehouse".main`), shadowed by TEMP
+    views that show these runs only; the TEMP table `refresh_runs` lists the runs. Yields the
+    materialized files in creation order; every temporary object is dropped afterwards.
+    """
+    runs = sorted(set(runs))
+    ordered = [f for f in dependency_order(files) if f.materialized]
+    created: list[tuple[str, str]] = []  # (kind, name) of the temporary objects
+    try:
+        connection.execute(f"CREATE OR REPLACE TEMP TABLE {RUNS} (study VARCHAR, run_id VARCHAR)")
+        created.append(("TABLE", RUNS))
+        if runs:
+            connection.executemany(f"INSERT INTO {RUNS} VALUES (?, ?)", [list(r) for r in runs])
+        for f in files:
+            if f.layer == RAW_LAYER:
+                _shadow_raw(connection, f, source, created)
+        for f in ordered:
+            _compute(connection, f, created)
+        yield ordered
     finally:
         for kind, name in reversed(created):
             connection.execute(f"DROP {kind} IF EXISTS temp.main.{name}")
-    return [f.name for f in ordered]
+
+
+def _current_schema(connection: duckdb.DuckDBPyConnection) -> str:
+    return f'"{connection.execute("SELECT current_database()").fetchall()[0][0]}".main'
 
 
 def _shadow_raw(

@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.refresh import changed_runs, refresh_runs, run_stamps
+from tracehouse.pipeline.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
 from tracehouse.pipeline.sql_runner import (
     RAW_LAYER,
     SEEDS,
@@ -295,23 +295,53 @@ def views_are_current(connection: duckdb.DuckDBPyConnection) -> bool:
     return _meta(connection, "inputs_stamp") == inputs_stamp(connection)
 
 
+def stale_runs(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]] | None:
+    """The runs whose materialized rows are out of date, or None when everything must be rebuilt.
+
+    Everything: a relation is missing, the SQL or what all runs share (vocabulary, kernel
+    patterns) changed, or the warehouse kept no per-run stamps. Else the runs whose inputs
+    changed since the tables were computed (an ingest under way registers files before it
+    refreshes them).
+    """
+    before = _stored_run_stamps(connection)
+    if (
+        before is None
+        or missing_relations(connection)
+        or _meta(connection, "sql_digest") != sql_digest(load_sql_files())
+        or _meta(connection, "global_stamp") != global_stamp(connection)
+    ):
+        return None
+    return changed_runs(run_stamps(connection), before)
+
+
 def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A connection that never writes the warehouse; stale or missing relations are built in memory."""
+    """A connection that never writes the warehouse; out-of-date relations are recomputed in memory.
+
+    Only the stale runs' materialized rows are recomputed when the SQL and the shared inputs are
+    current (see `stale_runs`); otherwise every view and table is rebuilt in memory, which costs
+    what the refresh at the end of an ingest costs over the whole warehouse, for every command.
+    """
     connection = connect(warehouse_dir, read_only=True)
     if views_are_current(connection):
         return connection
+    stale = stale_runs(connection)
     connection.close()
-    return open_in_memory(warehouse_dir)
+    return open_in_memory(warehouse_dir, runs=stale)
 
 
-def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory database over the warehouse attached read-only, with every view and table rebuilt.
+def open_in_memory(
+    warehouse_dir: Path, *, runs: set[tuple[str, str]] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory database over the warehouse attached read-only, with out-of-date relations recomputed.
 
-    The warehouse's own tables (traces, manifests, patterns, ...) are read where they are; the
-    views, the seeds/ tables (from this version's definitions) and the materialized tables are
-    created in memory from the installed SQL and come first in the search path, so a query sees
-    current results and the file is never written (it may be on a read-only mount, or an ingest
-    may be about to write it).
+    runs None: every view and table is rebuilt. The warehouse's own tables (traces, manifests,
+    patterns, ...) are read where they are; the views, the seeds/ tables (from this version's
+    definitions) and the materialized tables are created in memory from the installed SQL and
+    come first in the search path, so a query sees current results and the file is never
+    written (it may be on a read-only mount, or an ingest may be about to write it). The cost is
+    that of a full refresh, paid by every command until an ingest stores the tables.
+    runs given (the SQL is current): only these runs' materialized rows are recomputed, and
+    shown in place of their stored ones (refresh.overlay_runs).
     """
     connection = duckdb.connect(":memory:")
     try:
@@ -320,10 +350,12 @@ def open_in_memory(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
         connection.close()
         raise open_error(warehouse_dir, exc, read_only=True) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
-    connection.execute("SET enable_progress_bar = false")
     connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
-    stored = stored_tables(connection)
     try:
+        if runs is not None:
+            overlay_runs(connection, load_sql_files(), runs, source=ATTACHED)
+            return connection
+        stored = stored_tables(connection)
         shadow_older_tables(connection, stored)
         rebuilt = [f for f in load_sql_files() if f.materialized or f.seeded or f.name not in stored]
         create_relations(connection, rebuilt)

@@ -139,8 +139,10 @@ DIR/.ingest.lock                                         held by a running inges
 Times are absolute epoch nanoseconds (`*_unix_ns`), durations integer nanoseconds (`*_ns`).
 
 The public views built on these tables are in `docs/views.md`. The warehouse also holds
-tables computed from the raw ones (`sql/materialized/*.sql`, recomputed when the registered
-files, `comm_vocabulary` or `comm_kernel_patterns` change) and staging views
+tables computed from the raw ones (`sql/materialized/*.sql`; after an ingest only the runs whose
+registered files or manifest changed are recomputed, each table's rows being per run, and a
+change of the SQL, `comm_vocabulary` or `comm_kernel_patterns` recomputes everything; see
+`pipeline/refresh.py`) and staging views
 (`sql/views/staging/*.sql`); those are internal and not listed here. Each `.sql` file's first
 comment lines hold `-- depends on: ...`, the relations it reads; the warehouse creates them in
 that order (`pipeline/sql_runner.py`).

@@ -9,7 +9,7 @@ from pathlib import Path
 from support.testdata import sample_runs, shared_path
 from tracehouse import ingest
 from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
-from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse
+from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse, open_for_query
 
 
 def _kind(connection, name: str) -> str:
@@ -37,7 +37,11 @@ def _relations(connection) -> list[str]:
 
 def _contents(warehouse: Path) -> dict[str, list[tuple]]:
     with connect(warehouse, read_only=True) as c:
-        return {name: c.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in _relations(c)}
+        return _rows(c)
+
+
+def _rows(c) -> dict[str, list[tuple]]:
+    return {name: c.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in _relations(c)}
 
 
 def _same_row(a: tuple, b: tuple, *, exact: bool) -> bool:
@@ -135,3 +139,41 @@ def test_every_materialized_table_keeps_its_rows_per_run(tmp_path):
             if f.materialized:
                 columns = {row[0] for row in c.sql(f"DESCRIBE {f.name}").fetchall()}
                 assert {"study", "run_id"} <= columns, f.label
+
+
+def test_a_query_recomputes_only_the_stale_runs_in_memory(tmp_path):
+    """A run registered but not yet refreshed (an ingest under way) is recomputed in memory by a
+    query, the other runs' stored rows are used as they are, and the warehouse is not written."""
+    first, second = sample_runs()[:2]
+    warehouse = tmp_path / "wh"
+    _ingest(warehouse, first)
+    _ingest(warehouse, second)
+    expected = _contents(warehouse)
+    materialized = [f.name for f in load_sql_files() if f.materialized]
+    with connect(warehouse) as c:
+        (study, run_id), (other_study, other_run) = c.sql(
+            "SELECT DISTINCT study, run_id FROM traces ORDER BY ingested_at DESC"
+        ).fetchall()[:2]
+        stamps = json.loads(
+            c.sql("SELECT value FROM warehouse_meta WHERE key = 'run_stamps'").fetchall()[0][0]
+        )
+        kept = [row for row in stamps if row[:2] != [study, run_id]]
+        assert len(kept) == len(stamps) - 1
+        c.execute("UPDATE warehouse_meta SET value = ? WHERE key = 'run_stamps'", [json.dumps(kept)])
+        c.execute("UPDATE warehouse_meta SET value = 'stale' WHERE key = 'inputs_stamp'")
+        for name in materialized:
+            c.execute(f"DELETE FROM {name} WHERE study = ? AND run_id = ?", [study, run_id])
+        # a mark no view reads: it stays if the other run's rows are not recomputed
+        c.execute("INSERT INTO cpu_call_reach VALUES (?, ?, -1, 0, 1, 0, NULL)", [other_study, other_run])
+    before = (warehouse / "tracehouse.duckdb").read_bytes()
+    with open_for_query(warehouse) as c:
+        assert c.sql("SELECT study, run_id FROM cpu_call_reach WHERE rank_key = -1").fetchall() == [
+            (other_study, other_run)
+        ]
+        got = _rows(c)
+    assert (warehouse / "tracehouse.duckdb").read_bytes() == before
+    for name in expected:
+        rows = [r for r in got[name] if not (name == "cpu_call_reach" and r[2] == -1)]
+        assert len(rows) == len(expected[name]), name
+        for a, b in zip(rows, expected[name], strict=True):
+            assert _same_row(a, b, exact=name in materialized), (name, a, b)
