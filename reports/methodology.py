@@ -49,6 +49,25 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ),
     ("Marginal throughput", "extra tokens/s per extra device between consecutive scale points."),
     (
+        "Exposed share of a collective",
+        "every instant of exposed communication is split equally among the communication kernels (on "
+        "CPU: gloo spans) in flight then, so the collectives' shares sum to the exposed communication. "
+        "Each is named by the host call that launched it: op, process group, parallel dimension (from the "
+        "group's mesh name, else the run's layout) and phase (optimizer, backward, forward).",
+    ),
+    (
+        "Wait and transfer",
+        "for a collective matched on every rank of its group, its first (duration − transfer) is waiting "
+        "for slower ranks and its last transfer (the fastest rank's duration) is moving data; exposed "
+        "instants count by where they fall.",
+    ),
+    (
+        "Idle causes (GPU)",
+        "an idle gap ends where the next GPU event starts; the part before the host launched that event is "
+        "host wait, the rest (queued, not yet started) is device wait; unknown when the launch is not in "
+        "the trace.",
+    ),
+    (
         "Bus bandwidth",
         "a collective's bytes / its transfer time (the fastest rank's duration), times "
         "2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise "
