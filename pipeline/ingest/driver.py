@@ -40,7 +40,7 @@ from tracehouse.pipeline.progress import Progress, make_progress
 from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse
 
 __all__ = [
-    "POOL_MIN_BYTES",
+    "POOL_STARTUP_S",
     "FileOutcome",
     "IngestSummary",
     "SchedulerError",
@@ -49,11 +49,21 @@ __all__ = [
     "run_tasks",
 ]
 
-# Below this many bytes in total (or for a single file) tasks run in-process. Measured on the
-# 2-core dev machine under load: 40 files / 6.8 MB took 3.1 s in-process vs 7.3 s on a local
-# 2-process pool; 8 files / 93 MB took 6.1 s vs 18.7 s (pool start-up, worker imports and
-# contention for 2 cores). The pool pays off only on inputs that take tens of seconds.
-POOL_MIN_BYTES = 256 * 1024 * 1024
+# Local runs use a process pool (Dask's LocalCluster, one single-threaded worker per core) when
+# more than one file is to be parsed and the time the pool saves, work x (1 - 1/workers), exceeds
+# its start-up; else the tasks run in-process, one after another. Measured on the 2-core dev VM
+# (2026-12-03, `benchmarks/ingest.py --pool-startup`: LocalCluster(n_workers=2, processes=True)
+# + Client, then client.run importing the task module on each worker, then close; 3 runs): cluster + client
+# 0.60-0.82 s, worker imports 0.21-0.32 s, close 0.14-0.34 s, 1.06-1.29 s in all, plus 0.3 s to
+# import distributed.
+POOL_STARTUP_S = 1.3
+# A task's cost, measured the same day in-process on real traces (hash, decode, Parquet write):
+# 195-240 MB/s of uncompressed JSON on traces of 15-87 MB, plus about 0.05 s per file.
+TASK_JSON_BYTES_PER_S = 200e6
+TASK_FIXED_S = 0.05
+# gzip keeps the uncompressed size mod 2^32 (ISIZE); a trace's JSON is about this many times its
+# gzip size (10-29x on the shared and sample traces), which picks the multiple of 2^32 to add back.
+TYPICAL_GZIP_RATIO = 16
 # How long to wait for `--scheduler` to answer before giving up with one line.
 SCHEDULER_TIMEOUT_S = 10
 POLL_S = 0.05  # how often the driver looks for completed tasks on a Dask cluster
@@ -92,27 +102,57 @@ def scheduler_client(address: str | None) -> Iterator[Any]:
         yield client
 
 
+def json_size(path: Path) -> int:
+    """A file's uncompressed size in bytes: a gzip file's ISIZE footer (mod 2^32, restored), else its size."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size < 18 or f.read(2) != b"\x1f\x8b":
+            return size
+        f.seek(-4, os.SEEK_END)
+        return unwrapped_isize(size, int.from_bytes(f.read(4), "little"))
+
+
+def unwrapped_isize(gzip_bytes: int, isize: int) -> int:
+    """The uncompressed size whose value mod 2^32 is isize, nearest TYPICAL_GZIP_RATIO x the gzip size.
+
+    Never below the gzip size (JSON is never smaller than its gzip).
+    """
+    wraps = max(0, round((gzip_bytes * TYPICAL_GZIP_RATIO - isize) / 2**32))
+    while isize + wraps * 2**32 < gzip_bytes:
+        wraps += 1
+    return isize + wraps * 2**32
+
+
+def pool_workers(json_sizes: list[int], cores: int | None = None) -> int:
+    """How many local pool workers to run the tasks on; 0: run them in-process (see POOL_STARTUP_S)."""
+    workers = min(cores or os.cpu_count() or 1, len(json_sizes))
+    if workers < 2:
+        return 0
+    work_s = sum(size / TASK_JSON_BYTES_PER_S + TASK_FIXED_S for size in json_sizes)
+    return workers if work_s * (1 - 1 / workers) > POOL_STARTUP_S else 0
+
+
 def run_tasks(
     tasks: list[Task],
     warehouse_dir: str,
     registered: frozenset[str],
     *,
     client: Any,
-    total_bytes: int,
+    workers: int,
 ) -> Iterator[list[FileOutcome]]:
-    """Run the tasks on Dask (the client's cluster, else locally); yield outcomes in groups as they complete.
+    """Run the tasks on Dask: the client's cluster, else a local pool of `workers` processes, else in-process.
 
-    An empty group means nothing completed for a moment: the caller may register what it holds.
+    Yields outcomes in groups as they complete. An empty group means nothing completed for a
+    moment: the caller may register what it holds.
     """
     if client is not None:
         yield from _on_client(client, tasks, warehouse_dir, registered)
-    elif len(tasks) <= 1 or total_bytes < POOL_MIN_BYTES:
+    elif workers < 2:
         for fn, job in tasks:
             yield [dask.delayed(fn, pure=False)(job, warehouse_dir, registered).compute(scheduler=get_sync)]
     else:
         from distributed import Client, LocalCluster
 
-        workers = max(1, min(os.cpu_count() or 1, len(tasks)))
         with (
             LocalCluster(
                 n_workers=workers,
@@ -185,7 +225,7 @@ def _load_all(
     tasks: list[Task] = [(load_trace, job) for job in found.traces] + [
         (load_power, job) for job in found.power
     ]
-    total_bytes = sum(job.path.stat().st_size for _, job in tasks)
+    workers = 0 if client is not None else pool_workers([json_size(job.path) for _, job in tasks])
     batch = Batch(warehouse, summary, reporter, found.traces)
     with connect(warehouse) as connection, batch.phase(connection):
         clean_orphans(connection, warehouse)
@@ -197,7 +237,7 @@ def _load_all(
         registered = registered_hashes(connection)
     registrar = Registrar(batch, warehouse)
     try:
-        for group in run_tasks(tasks, str(warehouse), registered, client=client, total_bytes=total_bytes):
+        for group in run_tasks(tasks, str(warehouse), registered, client=client, workers=workers):
             for outcome in group:
                 reporter.file_read(outcome.path)
             registrar.add(group)

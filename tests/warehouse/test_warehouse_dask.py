@@ -100,7 +100,7 @@ def test_local_process_pool_equals_in_process(tmp_path, monkeypatch):
 
     paths = study_inputs(tmp_path / "in")
     local = ingest(paths, tmp_path / "inproc", study="s")
-    monkeypatch.setattr(ingest_module, "POOL_MIN_BYTES", 0)  # force the LocalCluster path on small input
+    monkeypatch.setattr(ingest_module, "POOL_STARTUP_S", 0.0)  # force the LocalCluster path on small input
     pooled = ingest(paths, tmp_path / "pool", study="s")
     assert (pooled.loaded, sorted(pooled.failed)) == (local.loaded, sorted(local.failed))
     assert checksums(tmp_path / "pool") == checksums(tmp_path / "inproc")
