@@ -10,6 +10,18 @@ symlink to the one trace (it wants a folder of rank traces).
 
     .venv/bin/python benchmarks/ingest.py [--repeat N] [TRACE ...]   # default: real traces in ../shared/data
     .venv/bin/python benchmarks/ingest.py --big [--big-path /tmp/tracehouse_big_trace.json]
+
+End to end, every core (no pinning): `--end-to-end` times the `tracehouse ingest` command (a
+fresh process: interpreter, imports, parse, register, views, materialized tables) against HTA's
+`TraceAnalysis` load (imports excluded) on the same `--ranks` copies of `--source`
+(benchmarks/replicate.py: ranks patched, clocks shifted; `--ranks 1`: the source as it is);
+`--incremental` times the ingest of `--ranks` such copies as a new run into a warehouse already
+holding `--base-ranks` of them against the same ingest into an empty warehouse;
+`--pool-startup` measures what a local Dask pool costs to start (driver.POOL_STARTUP_S).
+
+    .venv/bin/python benchmarks/ingest.py --end-to-end [--source TRACE] [--ranks 8] [--repeat 3]
+    .venv/bin/python benchmarks/ingest.py --incremental [--base-ranks 64] [--ranks 8] [--repeat 3]
+    .venv/bin/python benchmarks/ingest.py --pool-startup [--repeat 3]
 """
 
 from __future__ import annotations
@@ -18,11 +30,15 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from replicate import DEFAULT_SOURCE, Replicator
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 DEFAULT_TRACES = [
@@ -159,6 +175,148 @@ def big(path: Path) -> None:
         print(f"peak RSS / file size: {ours['rss_mb'] / mb:.2f} (+parse / file size: {growth:.2f})")
 
 
+_HTA_ALL_CORES = """
+import time
+t0 = time.perf_counter()
+import json, logging, sys
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+t = time.perf_counter()
+loaded = TraceAnalysis(trace_dir=sys.argv[1])
+end = time.perf_counter()
+print(json.dumps({"seconds": end - t, "with_imports": end - t0, "ranks": len(loaded.t.traces)}))
+"""
+_POOL_STARTUP = """
+import json, logging, time
+
+def warm():
+    import tracehouse.pipeline.ingest.tasks  # what a worker imports to run a task
+    return 1
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    from distributed import Client, LocalCluster
+    t1 = time.perf_counter()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        t2 = time.perf_counter()
+        client.run(warm)
+        t3 = time.perf_counter()
+    t4 = time.perf_counter()
+    print(json.dumps({"import": t1 - t0, "cluster_client": t2 - t1, "worker_imports": t3 - t2,
+                      "close": t4 - t3, "seconds": t4 - t1}))
+"""
+TRACEHOUSE = Path(sys.executable).with_name("tracehouse")
+
+
+def ingest_command(paths: list[Path], warehouse: Path, run: str) -> float:
+    """Wall seconds of one `tracehouse ingest` process."""
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            str(TRACEHOUSE),
+            "ingest",
+            *map(str, paths),
+            "--warehouse",
+            str(warehouse),
+            "--study",
+            "bench",
+            "--run",
+            run,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return time.perf_counter() - started
+
+
+def _runs(seconds: list[float]) -> str:
+    return ", ".join(f"{s:.2f}" for s in seconds)
+
+
+def _load_line() -> str:
+    return f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+
+
+def end_to_end(source: Path, ranks: int, repeat: int) -> None:
+    """The `tracehouse ingest` command vs HTA's TraceAnalysis load, same rank traces, alternating."""
+    replicator = Replicator(source)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "traces"
+        if ranks == 1:  # the source itself, as it is
+            folder.mkdir()
+            paths = [folder / source.name]
+            paths[0].symlink_to(source.resolve())
+        else:
+            paths = replicator.run(folder, ranks=ranks)
+        mb = sum(uncompressed_mb(p) for p in paths)
+        print(
+            f"{_load_line()}; {ranks} ranks of {source.name}: {ranks * replicator.n_events:,} events, "
+            f"{mb:.0f} MB of JSON; best of {repeat}"
+        )
+        ours, theirs, hta_runs = [], [], []
+        for i in range(repeat):
+            ours.append(ingest_command([folder], Path(tmp) / f"wh{i}", "r"))
+            hta_runs.append(_child_once(_HTA_ALL_CORES, str(folder)))
+            theirs.append(hta_runs[-1].get("seconds", float("nan")))
+    if any(r.get("ranks") != ranks for r in hta_runs):
+        print(f"HTA did not load every rank: {hta_runs}")
+        return
+    ours_s, theirs_s = min(ours), min(theirs)
+    with_imports = min(r["with_imports"] for r in hta_runs)
+    print(f"tracehouse ingest command (whole process): {ours_s:.2f} s   runs: {_runs(ours)}")
+    print(
+        f"HTA TraceAnalysis load (imports excluded): {theirs_s:.2f} s   runs: "
+        f"{', '.join(f'{s:.2f}' for s in theirs)}"
+    )
+    print(f"HTA process from its first import: {with_imports:.2f} s (ratio {with_imports / ours_s:.2f}x)")
+    print(
+        f"ratio HTA load / tracehouse command: {theirs_s / ours_s:.2f}x "
+        f"({ranks * replicator.n_events / ours_s:,.0f} events/s end to end)"
+    )
+
+
+def incremental(source: Path, base_ranks: int, ranks: int, repeat: int) -> None:
+    """Ingest of `ranks` new ranks into a warehouse holding `base_ranks` vs into an empty one."""
+    replicator = Replicator(source)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        base_paths = replicator.run(root / "base", ranks=base_ranks)
+        new_paths = replicator.run(root / "new", ranks=ranks)
+        base_s = ingest_command(base_paths, root / "base_wh", "base")
+        held = base_ranks * replicator.n_events
+        print(
+            f"{_load_line()}; base: {base_ranks} ranks of {source.name}, {held:,} events "
+            f"(ingested in {base_s:.1f} s); new run: {ranks} ranks, {ranks * replicator.n_events:,} events"
+        )
+        into_base, into_empty = [], []
+        for i in range(repeat):
+            copy = root / f"copy{i}"
+            shutil.copytree(root / "base_wh", copy)
+            into_base.append(ingest_command(new_paths, copy, "new"))
+            into_empty.append(ingest_command(new_paths, root / f"empty{i}", "new"))
+            shutil.rmtree(copy)
+    a, b = min(into_base), min(into_empty)
+    print(f"into the warehouse holding {held:,} events: {a:.2f} s   runs: {_runs(into_base)}")
+    print(f"into an empty warehouse: {b:.2f} s   runs: {', '.join(f'{s:.2f}' for s in into_empty)}")
+    print(f"ratio held / empty: {a / b:.2f}x")
+
+
+def pool_startup(repeat: int) -> None:
+    """What a local Dask pool of 2 process workers costs to start, use once and close."""
+    runs = [_child_once(_POOL_STARTUP, "") for _ in range(repeat)]
+    print(_load_line())
+    for r in runs:
+        if "error" in r:
+            print(f"error: {r['error']}")
+            continue
+        print(
+            f"import distributed {r['import']:.2f} s, LocalCluster + Client {r['cluster_client']:.2f} s, "
+            f"worker imports {r['worker_imports']:.2f} s, close {r['close']:.2f} s: "
+            f"{r['seconds']:.2f} s in all"
+        )
+
+
 def main() -> None:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -166,8 +324,23 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="run only the big trace through parse_trace")
     parser.add_argument("--big-path", type=Path, default=Path("/tmp/tracehouse_big_trace.json"))
     parser.add_argument("--repeat", type=int, default=5, help="runs per parser and trace; the fastest counts")
+    parser.add_argument("--end-to-end", action="store_true", help="the ingest command vs HTA's load")
+    parser.add_argument("--incremental", action="store_true", help="ingest into a full vs an empty warehouse")
+    parser.add_argument("--pool-startup", action="store_true", help="the local Dask pool's start-up")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the trace to replicate")
+    parser.add_argument("--ranks", type=int, default=8, help="ranks to ingest (--end-to-end, --incremental)")
+    parser.add_argument(
+        "--base-ranks", type=int, default=64, help="ranks the warehouse holds (--incremental)"
+    )
     args = parser.parse_args()
-    if args.big:
+    repeat = min(args.repeat, 3) if args.repeat == 5 else args.repeat  # the default 5 is for parse timings
+    if args.end_to_end:
+        end_to_end(args.source, args.ranks, repeat)
+    elif args.incremental:
+        incremental(args.source, args.base_ranks, args.ranks, repeat)
+    elif args.pool_startup:
+        pool_startup(repeat)
+    elif args.big:
         big(args.big_path)
     else:
         compare(args.traces or [SHARED / t for t in DEFAULT_TRACES], args.repeat)
