@@ -39,15 +39,17 @@ class Replicator:
         self.head = trace
         self.n_events = self.events.count(b'"ph":"X"')
 
-    def write(self, path: Path, *, rank: int, world_size: int, compress: bool = True) -> Path:
-        """One copy as `rank` of a run of `world_size` ranks; gzip (level 1) when compress."""
+    def write(
+        self, path: Path, *, rank: int, world_size: int, compress: bool = True, offset_ns: int = 0
+    ) -> Path:
+        """One copy as `rank` of `world_size` ranks, clock offset_ns later; gzip (level 1) if compress."""
         head = dict(self.head)
         info = dict(head.get("distributedInfo") or {"backend": "nccl"})
         groups = [dict(g) for g in info.get("pg_config") or []]
         for group in groups:
             group.update(pg_size=world_size, ranks=list(range(world_size)))
         info.update(rank=rank, world_size=world_size, **({"pg_config": groups} if groups else {}))
-        head["baseTimeNanoseconds"] = int(head.get("baseTimeNanoseconds") or 0) + rank * SKEW_NS
+        head["baseTimeNanoseconds"] = int(head.get("baseTimeNanoseconds") or 0) + offset_ns + rank * SKEW_NS
         # first and as json.dumps spaces it: HTA finds a file's rank with the regex '"rank":\s+(\d+)'
         head = {"distributedInfo": info, **{k: v for k, v in head.items() if k != "distributedInfo"}}
         data = json.dumps(head).encode()[:-1] + b', "traceEvents": ' + self.events + b"}"
@@ -56,12 +58,24 @@ class Replicator:
         return path
 
     def run(
-        self, folder: Path, *, ranks: int, compress: bool = True, manifest: dict[str, Any] | None = None
+        self,
+        folder: Path,
+        *,
+        ranks: int,
+        compress: bool = True,
+        manifest: dict[str, Any] | None = None,
+        offset_ns: int = 0,
     ) -> list[Path]:
-        """Ranks 0..ranks-1 in folder (rank<N>.pt.trace.json[.gz]), with manifest.json when given."""
+        """Ranks 0..ranks-1 in folder (rank<N>.pt.trace.json[.gz]), with manifest.json when given.
+
+        offset_ns moves the whole run's clock: two runs of the same size then differ (a warehouse
+        keeps one copy of a file's content).
+        """
         suffix = ".pt.trace.json.gz" if compress else ".pt.trace.json"
         paths = [
-            self.write(folder / f"rank{r}{suffix}", rank=r, world_size=ranks, compress=compress)
+            self.write(
+                folder / f"rank{r}{suffix}", rank=r, world_size=ranks, compress=compress, offset_ns=offset_ns
+            )
             for r in range(ranks)
         ]
         if manifest is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -34,6 +35,9 @@ DB_NAME = "tracehouse.duckdb"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.
 READ_WAIT_S = 3.0
 LOCK_RETRY_S = 0.05  # between attempts to open a file another process holds
+# DuckDB's memory_limit for every connection tracehouse opens (e.g. "4GB"); unset: DuckDB's
+# default, 80% of the machine's memory. benchmarks/study.py sets it to bound a big study's RSS.
+MEMORY_LIMIT_VARIABLE = "TRACEHOUSE_DUCKDB_MEMORY_LIMIT"
 # The name a query-only in-memory database gives the attached warehouse (see `open_in_memory`):
 # the one DuckDB gives the file when it opens it directly, so qualified names work either way.
 ATTACHED = Path(DB_NAME).stem
@@ -126,11 +130,17 @@ def _open_duckdb(path: Path, *, read_only: bool, wait_s: float) -> duckdb.DuckDB
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
         except duckdb.Error as exc:
             if not is_locked(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(LOCK_RETRY_S)
+
+
+def duckdb_config() -> dict[str, str]:
+    """Settings for every DuckDB connection: the memory limit from TRACEHOUSE_DUCKDB_MEMORY_LIMIT, if set."""
+    limit = os.environ.get(MEMORY_LIMIT_VARIABLE)
+    return {"memory_limit": limit} if limit else {}
 
 
 def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> WarehouseError:
@@ -343,7 +353,7 @@ def open_in_memory(
     runs given (the SQL is current): only these runs' materialized rows are recomputed, and
     shown in place of their stored ones (refresh.overlay_runs).
     """
-    connection = duckdb.connect(":memory:")
+    connection = duckdb.connect(":memory:", config=duckdb_config())
     try:
         connection.execute(f"ATTACH ? AS {ATTACHED} (READ_ONLY)", [str(db_path(warehouse_dir))])
     except duckdb.Error as exc:
