@@ -24,12 +24,17 @@ CREATE OR REPLACE TABLE comm_intervals AS
 WITH comm_names AS (
     SELECT DISTINCT name FROM gpu_events WHERE class = 'comm'
 ),
+comm_correlations AS (
+    SELECT DISTINCT correlation FROM gpu_events WHERE class = 'comm' AND correlation IS NOT NULL
+),
 named AS MATERIALIZED (
     -- one pass over the events for every named event this table reads: the comm kernels, the
-    -- comm spans, the labels and the phase context events (reading names is the costly part)
+    -- comm spans, the labels, the phase context events (reading names is the costly part) and
+    -- the runtime calls that may launch a comm kernel (a superset: any rank's comm correlation)
     SELECT study, run_id, rank, kind, name, ts_unix_ns, dur_ns, pid, tid, stream, correlation
     FROM events
     WHERE (kind = 'kernel' AND stream IS NOT NULL AND dur_ns >= 0 AND name IN (SELECT name FROM comm_names))
+        OR (kind = 'runtime' AND correlation IN (SELECT correlation FROM comm_correlations))
         OR starts_with(name, 'tracehouse.collective|')
         OR starts_with(name, 'Optimizer.step#') OR starts_with(name, 'Optimizer.zero_grad#')
         OR starts_with(name, 'autograd::engine::evaluate_function:')
@@ -53,7 +58,7 @@ launches AS (
         min(r.ts_unix_ns) AS launch_ns,
         arg_min(r.pid, r.ts_unix_ns) AS pid,
         arg_min(r.tid, r.ts_unix_ns) AS tid
-    FROM events AS r
+    FROM named AS r
     SEMI JOIN gpu_comm AS g
         ON r.study = g.study AND r.run_id = g.run_id AND r.rank = g.rank AND r.correlation = g.correlation
     WHERE r.kind = 'runtime'
@@ -138,7 +143,7 @@ placed AS MATERIALIZED (
         ON a.rule = 'cpu' AND a.study = l.study AND a.run_id = l.run_id AND a.rank = l.rank
         AND a.process_group = l.process_group AND a.seq = l.seq
 ),
-context_events AS (
+context_events AS MATERIALIZED (
     SELECT
         study, run_id, rank, pid, tid,
         CASE WHEN starts_with(name, 'Optimizer.') THEN 'optimizer' ELSE 'backward' END AS context,
@@ -153,11 +158,26 @@ context_events AS (
     ) AND dur_ns > 0
     GROUP BY ALL
 ),
+context_threads AS MATERIALIZED (
+    -- an integer key per thread with context events: the window and the ASOF joins below then
+    -- partition by one integer, not five text keys
+    SELECT study, run_id, rank, pid, tid, row_number() OVER () AS thread_key
+    FROM (SELECT DISTINCT study, run_id, rank, pid, tid FROM context_events) AS t
+),
 contexts AS MATERIALIZED (
     SELECT
-        *,
-        max(end_ns) OVER (PARTITION BY study, run_id, rank, pid, tid, context ORDER BY start_ns) AS reach_ns
-    FROM context_events
+        t.thread_key, e.context, e.start_ns,
+        max(e.end_ns) OVER (PARTITION BY t.thread_key, e.context ORDER BY e.start_ns) AS reach_ns
+    FROM context_events AS e
+    JOIN context_threads AS t
+        ON e.study = t.study AND e.run_id = t.run_id AND e.rank = t.rank AND e.pid = t.pid AND e.tid = t.tid
+),
+placed_threads AS MATERIALIZED (
+    SELECT p.*, t.thread_key
+    FROM (SELECT DISTINCT study, run_id, rank, place_pid, place_tid, place_ns FROM placed) AS p
+    JOIN context_threads AS t
+        ON p.study = t.study AND p.run_id = t.run_id AND p.rank = t.rank AND p.place_pid = t.pid
+        AND p.place_tid = t.tid
 ),
 step_spans AS (
     SELECT study, run_id, rank, ts_unix_ns AS start_ns, max(ts_unix_ns + dur_ns) AS end_ns
@@ -174,17 +194,15 @@ autograd_threads AS (
 ),
 in_optimizer AS (
     SELECT p.study, p.run_id, p.rank, p.place_pid, p.place_tid, p.place_ns, c.reach_ns > p.place_ns AS inside
-    FROM (SELECT DISTINCT study, run_id, rank, place_pid, place_tid, place_ns FROM placed) AS p
+    FROM placed_threads AS p
     ASOF JOIN (SELECT * FROM contexts WHERE context = 'optimizer') AS c
-        ON p.study = c.study AND p.run_id = c.run_id AND p.rank = c.rank AND p.place_pid = c.pid
-        AND p.place_tid = c.tid AND p.place_ns >= c.start_ns
+        ON p.thread_key = c.thread_key AND p.place_ns >= c.start_ns
 ),
 in_backward AS (
     SELECT p.study, p.run_id, p.rank, p.place_pid, p.place_tid, p.place_ns, c.reach_ns > p.place_ns AS inside
-    FROM (SELECT DISTINCT study, run_id, rank, place_pid, place_tid, place_ns FROM placed) AS p
+    FROM placed_threads AS p
     ASOF JOIN (SELECT * FROM contexts WHERE context = 'backward') AS c
-        ON p.study = c.study AND p.run_id = c.run_id AND p.rank = c.rank AND p.place_pid = c.pid
-        AND p.place_tid = c.tid AND p.place_ns >= c.start_ns
+        ON p.thread_key = c.thread_key AND p.place_ns >= c.start_ns
 ),
 in_step AS (
     SELECT p.study, p.run_id, p.rank, p.place_ns, s.reach_ns > p.place_ns AS inside

@@ -3,6 +3,8 @@
 -- Memory is decided by kind (category) before any name test, so a memcpy is never comm.
 -- Communication kernels: names comm_vocabulary's kernel patterns match (kernel_prefix,
 -- kernel_substring, on the lowercased name) or a user ILIKE pattern of comm_kernel_patterns.
+-- correlation: the event's, so comm_intervals finds the launching runtime calls without a second
+-- scan of the events.
 -- A TABLE, refreshed by the warehouse after every ingest that changed its inputs (raw events,
 -- comm_vocabulary, comm_kernel_patterns): every breakdown relation reads it several times, and
 -- scanning the whole events Parquet each time was most of their cost.
@@ -12,7 +14,8 @@ WITH device_events AS (
         study, run_id, rank, kind, name, stream, device,
         ts_unix_ns AS start_ns,
         ts_unix_ns + dur_ns AS end_ns,
-        launch_ts_unix_ns AS launch_ns
+        launch_ts_unix_ns AS launch_ns,
+        correlation
     FROM events
     WHERE kind IN ('kernel', 'memcpy', 'memset')
       AND stream IS NOT NULL
@@ -44,5 +47,5 @@ classified AS (
     FROM device_events AS d
     LEFT JOIN comm_names AS c ON d.name = c.name
 )
-SELECT study, run_id, rank, class, kind, name, stream, device, start_ns, end_ns, launch_ns
+SELECT study, run_id, rank, class, kind, name, stream, device, start_ns, end_ns, launch_ns, correlation
 FROM classified;

@@ -4,10 +4,11 @@
 -- with L the earliest launch among the events starting at b (NULL when none of them has its
 -- launch in the trace): host_wait = max(0, min(b, L) - a), device_wait = (b - a) - host_wait,
 -- unknown = b - a when L is NULL. A zero-length event at b ends a gap too.
--- Gaps: the events of a rank grouped by start b; a gap precedes b when the latest end of all
--- earlier-starting events, a, is before b. Each gap is clipped to the step window holding a
--- (ASOF: the latest non-empty window starting at or before a); window edges are event starts,
--- so no gap crosses one. Windows with no gap get zeros; CPU ranks get no rows.
+-- Gaps: the events of a rank ordered by start (then launch); a gap precedes b when the latest end
+-- of all earlier-starting events, a, is before b (one sort of the GPU events, no grouping).
+-- Each gap is clipped to the step window holding a (ASOF: the latest non-empty window starting
+-- at or before a); window edges are event starts, so no gap crosses one. Windows with no gap
+-- get zeros; CPU ranks get no rows.
 -- A TABLE, refreshed after every ingest.
 CREATE OR REPLACE TABLE window_idle_causes AS
 WITH windows AS MATERIALIZED (
@@ -21,21 +22,31 @@ rank_keys AS (
     SELECT DISTINCT study, run_id, rank, rank_key FROM windows
 ),
 starts AS (
-    SELECT k.rank_key, g.start_ns AS b, max(g.end_ns) AS end_ns, min(g.launch_ns) AS launch_ns
+    SELECT k.rank_key, g.start_ns AS b, g.end_ns, g.launch_ns
     FROM gpu_events AS g
     JOIN rank_keys AS k ON g.study = k.study AND g.run_id = k.run_id AND g.rank = k.rank
-    GROUP BY k.rank_key, g.start_ns
 ),
 reached AS (
+    -- reach: the latest end of the rank's events up to this row, a running max on one global
+    -- axis (a rank's values are offset by rank_key x 2^64, so an earlier rank never leaks in)
     SELECT
-        *,
-        max(end_ns) OVER (
-            PARTITION BY rank_key ORDER BY b ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ) AS a
+        rank_key,
+        CAST(
+            max(CAST(rank_key AS HUGEINT) * 18446744073709551616 + end_ns) OVER w
+            - CAST(rank_key AS HUGEINT) * 18446744073709551616 AS BIGINT
+        ) AS a,
+        lead(rank_key) OVER w AS next_rank_key,
+        lead(b) OVER w AS next_b,
+        lead(launch_ns) OVER w AS next_launch_ns
     FROM starts
+    WINDOW w AS (ORDER BY rank_key, b, launch_ns NULLS LAST ROWS UNBOUNDED PRECEDING)
 ),
 gaps AS (
-    SELECT rank_key, a, b, launch_ns FROM reached WHERE a < b
+    -- only the last row of a start can precede a gap (any other has a >= its own end >= b); the
+    -- next row is then the first of the next start, with its earliest launch (NULLS LAST)
+    SELECT rank_key, a, next_b AS b, next_launch_ns AS launch_ns
+    FROM reached
+    WHERE next_rank_key = rank_key AND a < next_b
 ),
 clipped AS (
     SELECT
