@@ -55,27 +55,28 @@ compute AS MATERIALIZED (
     JOIN rank_keys AS k ON s.study = k.study AND s.run_id = k.run_id AND s.rank = k.rank
 ),
 points AS (
-    SELECT rank_key, t, sum(d_comm) AS d_comm, sum(d_compute) AS d_compute
+    -- looked_up: a point the shares below look Q up at (interval ends, splits, window edges)
+    SELECT rank_key, t, sum(d_comm) AS d_comm, sum(d_compute) AS d_compute, bool_or(looked_up) AS looked_up
     FROM (
-        SELECT rank_key, start_ns AS t, 1 AS d_comm, 0 AS d_compute FROM comm
+        SELECT rank_key, start_ns AS t, 1 AS d_comm, 0 AS d_compute, true AS looked_up FROM comm
         UNION ALL
-        SELECT rank_key, end_ns, -1, 0 FROM comm
+        SELECT rank_key, end_ns, -1, 0, true FROM comm
         UNION ALL
-        SELECT rank_key, end_ns - transfer_ns, 0, 0 FROM comm WHERE transfer_ns IS NOT NULL
+        SELECT rank_key, end_ns - transfer_ns, 0, 0, true FROM comm WHERE transfer_ns IS NOT NULL
         UNION ALL
-        SELECT rank_key, start_ns, 0, 1 FROM compute
+        SELECT rank_key, start_ns, 0, 1, false FROM compute
         UNION ALL
-        SELECT rank_key, end_ns, 0, -1 FROM compute
+        SELECT rank_key, end_ns, 0, -1, false FROM compute
         UNION ALL
-        SELECT rank_key, start_ns, 0, 0 FROM windows
+        SELECT rank_key, start_ns, 0, 0, true FROM windows
         UNION ALL
-        SELECT rank_key, end_ns, 0, 0 FROM windows
+        SELECT rank_key, end_ns, 0, 0, true FROM windows
     ) AS p
     GROUP BY rank_key, t
 ),
 levels AS (
     SELECT
-        rank_key, t,
+        rank_key, t, looked_up,
         lead(t) OVER w - t AS len_ns,
         lead(rank_key) OVER w AS next_rank_key,
         CAST(sum(d_comm) OVER w AS BIGINT) AS n_comm,
@@ -84,7 +85,9 @@ levels AS (
     WINDOW w AS (ORDER BY rank_key, t)
 ),
 segments AS MATERIALIZED (
-    SELECT rank_key, t, len_ns, n_comm, next_rank_key = rank_key AND n_comm > 0 AND n_compute = 0 AS exposed
+    SELECT
+        rank_key, t, looked_up, len_ns, n_comm,
+        next_rank_key = rank_key AND n_comm > 0 AND n_compute = 0 AS exposed
     FROM levels
 ),
 denominators AS (
@@ -96,7 +99,8 @@ denominators AS (
     GROUP BY rank_key
 ),
 running AS MATERIALIZED (
-    -- q = Q(t): the scaled exposed shares of every segment before t on this axis
+    -- q = Q(t): the scaled exposed shares of every segment before t on this axis; only exposed
+    -- segments add to it and only looked-up points are read, so the others are left out
     SELECT
         s.rank_key, s.t,
         coalesce(sum(CASE WHEN s.exposed THEN s.len_ns * (d.d // s.n_comm) ELSE 0 END) OVER (
@@ -104,6 +108,7 @@ running AS MATERIALIZED (
         ), 0) AS q
     FROM segments AS s
     LEFT JOIN denominators AS d ON s.rank_key = d.rank_key
+    WHERE s.exposed OR s.looked_up
 ),
 pieces AS (
     SELECT
