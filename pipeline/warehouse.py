@@ -265,8 +265,19 @@ def _stored_run_stamps(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str,
 
 
 def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
-    """Create the raw layer only (tables ingest writes to); cheap, safe to repeat."""
-    return create_relations(connection, [f for f in load_sql_files() if f.layer == RAW_LAYER])
+    """Create the raw layer only (tables ingest writes to); cheap, safe to repeat.
+
+    The Parquet views are left as they are when the warehouse was built from this SQL: creating
+    one binds it, which reads the schema of every Parquet file (union_by_name), about 0.05 s per
+    view at 5,000 files, on every ingest. The tables' files always run (they add new columns).
+    """
+    files = load_sql_files()
+    raw = [f for f in files if f.layer == RAW_LAYER]
+    tables = connection.sql("SELECT table_name FROM information_schema.tables").fetchall()
+    present = {name for (name,) in tables}
+    if "warehouse_meta" in present and _meta(connection, "sql_digest") == sql_digest(files):
+        raw = [f for f in raw if f.name not in present or "CREATE OR REPLACE VIEW" not in f.text]
+    return create_relations(connection, raw)
 
 
 def sql_digest(files: list[SqlFile]) -> str:
