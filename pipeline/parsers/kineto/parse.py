@@ -23,7 +23,7 @@ Decisions (details in the modules of this package):
   A complete event without ts or dur, or with one that is not a JSON number, is an error; so is
   a trace with no complete events ("no trace events").
 * `external_id` is `args["External id"]`, or the 2020-2021 spelling `args["external id"]`.
-* Invalid UTF-8 in the JSON text is replaced by U+FFFD (`extra["invalid_utf8"] = "replaced"`),
+* Invalid UTF-8 in the JSON text is replaced by U+FFFD (`meta.utf8_replaced`),
   not an error: one mangled kernel name should not lose a rank.
 * Integers that overflow 64 bits in args (NCCL comm ids) are ignored (NULL where a column);
   a `device` arg outside int32 (the EVENTS column type) is NULL too.
@@ -105,8 +105,6 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     check_times(path, raw, top.base_time_ns or 0)
     full, negative = events_frame(raw, top.base_time_ns or 0)
     extra = {"decoder": rows.decoder}
-    if rows.invalid_utf8:
-        extra["invalid_utf8"] = "replaced"
     return ParsedTrace(
         meta=trace_meta(
             top,
