@@ -50,8 +50,8 @@ def _analyze_into(args: argparse.Namespace, warehouse: Path, choices: dict[str, 
     summary = ingest(args.paths, warehouse, **choices)
     for path, reason in summary.failed:
         print(f"tracehouse analyze: could not load {path}: {reason}", file=sys.stderr)
-    for path in summary.not_traces:
-        print(f"tracehouse analyze: not a trace, skipped: {path}", file=sys.stderr)
+    for line in summary.notice_lines("tracehouse analyze"):
+        print(line, file=sys.stderr)
     if summary.loaded + summary.skipped == 0:
         raise TracehouseError("no trace was loaded, so there is nothing to report")
     compare = tuple(args.compare) if args.compare else None

@@ -42,10 +42,14 @@ class IngestSummary:
             "seconds": round(self.seconds, 3),
         }
 
-    def report_lines(self, prefix: str) -> list[str]:
-        """What the terminal shows after the files: files skipped as no trace, then the closing counts."""
+    def notice_lines(self, prefix: str) -> list[str]:
+        """Files skipped as no trace, then warnings of loaded traces without a (full) breakdown."""
         lines = [f"{prefix}: not a trace, skipped: {path}" for path in self.not_traces]
-        lines += [f"{prefix}: warning: {warning}" for warning in self.warnings]
+        return lines + [f"{prefix}: warning: {warning}" for warning in self.warnings]
+
+    def report_lines(self, prefix: str) -> list[str]:
+        """What the terminal shows after the files: the notices, then the closing counts."""
+        lines = self.notice_lines(prefix)
         not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
         lines.append(
             f"{prefix}: {self.loaded} loaded, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "
