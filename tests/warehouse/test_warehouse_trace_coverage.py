@@ -113,3 +113,25 @@ def test_the_real_mtia_trace_is_named(shared_data, tmp_path, capsys):
     [warning] = json.loads(capsys.readouterr().out)["warnings"]
     # counts read from the raw JSON: zcat FILE | python -c "...Counter(e.get('cat') ...)"
     assert "mtia_ccp_events (25,814 events), mtia_runtime (3,453 events)" in warning
+
+
+def test_analyze_prints_the_same_warnings(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_trace(run / "r0.json", GPU_STEP, base_time_ns=BASE, distributed_info={"rank": 0})
+    write_trace(run / "r1.json", [cpu_op("aten::mm", 0, 50)], base_time_ns=BASE, distributed_info={"rank": 1})
+    args = [
+        "analyze",
+        str(run),
+        "--warehouse",
+        str(tmp_path / "wh"),
+        "--study",
+        "s",
+        "-o",
+        str(tmp_path / "r.html"),
+    ]
+    assert main(args) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert warnings == [
+        "tracehouse analyze: warning: rank 1 of run s/run: no device events and no ProfilerStep: no breakdown"
+    ]
