@@ -1,0 +1,168 @@
+"""The replay graph: time points joined by max-plus edges, evaluated in topological order.
+
+A node is an instant of the replayed run (a kernel's start, a host call's end, the last arrival
+at a collective instance). Its replayed time is the latest of `time(source) + weight` over its
+incoming edges; a node without incoming edges is an anchor and keeps its measured time (only
+each rank's first host instant is one, and device work whose launch predates the trace). The
+weight of an edge is a fixed part (measured gaps, launch latencies, residuals) plus a scalable
+part (a kernel's duration, a collective's transfer), so a scenario changes the scalable parts and
+replays the same graph again.
+
+Every weight is derived from the measurement so that replaying with the measured durations puts
+every node back at its measured time: the identity check of the replay (see `docs/projection.md`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+
+class Cost(IntEnum):
+    """What the scalable part of an edge is: the kind a scenario scales."""
+
+    FIXED = 0  # no scalable part: host gaps, launch delays, residuals
+    COMPUTE_MATMUL = 1  # matmul / attention kernels (GPU)
+    COMPUTE_OTHER = 2  # every other kernel; on CPU traces, the main thread's compute self time
+    MEMORY = 3  # memcpy / memset
+    TRANSFER = 4  # a matched collective instance's transfer (instance column names it)
+    COMM_LOCAL = 5  # a communication interval with no matched instance: its own duration
+
+
+class Phase(IntEnum):
+    """The training phase a compute cost belongs to (how data-parallel scaling treats it)."""
+
+    STEP = 0  # forward and backward: work per token
+    OPTIMIZER = 1  # Optimizer.step / zero_grad: work per parameter (shard)
+
+
+@dataclass
+class GraphBuilder:
+    """Nodes and edges added one by one; `freeze()` sorts them into a `ReplayGraph`."""
+
+    def __post_init__(self) -> None:
+        self._measured: list[int] = []
+        self._rank: list[int] = []
+        self._edges: list[tuple[int, int, int, float, float, int, int]] = []
+
+    def node(self, measured_ns: int, rank: int) -> int:
+        """A new time point of `rank`, measured at `measured_ns`; returns its id."""
+        self._measured.append(int(measured_ns))
+        self._rank.append(rank)
+        return len(self._measured) - 1
+
+    def edge(
+        self,
+        src: int,
+        dst: int,
+        *,
+        fixed: float = 0.0,
+        base: float = 0.0,
+        cost: Cost = Cost.FIXED,
+        phase: Phase = Phase.STEP,
+        instance: int = -1,
+    ) -> None:
+        """time(dst) >= time(src) + fixed + scaled(base): ns; `instance` for TRANSFER edges."""
+        self._edges.append((src, dst, int(cost), float(base), float(fixed), int(phase), instance))
+
+    def measured(self, node: int) -> int:
+        """The measured time of a node already added."""
+        return self._measured[node]
+
+    def freeze(self) -> ReplayGraph:
+        """The graph with its edges grouped by destination in a topological order of the nodes."""
+        n = len(self._measured)
+        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 7)
+        src = edges[:, 0].astype(np.int64)
+        dst = edges[:, 1].astype(np.int64)
+        order = topological_order(n, src, dst)
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        by_dst = np.lexsort((src, position[dst]))
+        edges = edges[by_dst]
+        dst = dst[by_dst]
+        counts = np.bincount(position[dst], minlength=n)
+        return ReplayGraph(
+            measured=np.array(self._measured, dtype=np.int64),
+            rank=np.array(self._rank, dtype=np.int64),
+            order=order,
+            offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            src=edges[:, 0].astype(np.int64),
+            dst=dst,
+            cost=edges[:, 2].astype(np.int64),
+            base=edges[:, 3],
+            fixed=edges[:, 4],
+            phase=edges[:, 5].astype(np.int64),
+            instance=edges[:, 6].astype(np.int64),
+        )
+
+
+def topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm, ties by node id; a cycle is a tracehouse bug (raised)."""
+    indegree = np.bincount(dst, minlength=n)
+    out_order = np.argsort(src, kind="stable")
+    out_offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
+    out_dst = dst[out_order]
+    ready = list(np.flatnonzero(indegree == 0)[::-1])
+    indegree = indegree.tolist()
+    order: list[int] = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for target in out_dst[out_offsets[node] : out_offsets[node + 1]].tolist():
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    if len(order) != n:
+        raise RuntimeError(f"replay graph has a cycle ({n - len(order)} nodes on it)")
+    return np.array(order, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ReplayGraph:
+    """Nodes (measured time, rank) and in-edges grouped by destination in topological order."""
+
+    measured: np.ndarray
+    rank: np.ndarray
+    order: np.ndarray  # node ids, topological
+    offsets: np.ndarray  # edges of order[i] are [offsets[i], offsets[i+1])
+    src: np.ndarray
+    dst: np.ndarray
+    cost: np.ndarray
+    base: np.ndarray
+    fixed: np.ndarray
+    phase: np.ndarray
+    instance: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.measured)
+
+    def replay(self, weights: np.ndarray) -> np.ndarray:
+        """Every node's replayed time (ns, float) given one weight per edge."""
+        times = self.measured.astype(np.float64).copy()
+        contribution = weights  # src times are filled in topological order below
+        src = self.src.tolist()
+        weight = contribution.tolist()
+        offsets = self.offsets.tolist()
+        t = times.tolist()
+        for i, node in enumerate(self.order.tolist()):
+            lo, hi = offsets[i], offsets[i + 1]
+            if lo == hi:
+                continue  # an anchor keeps its measured time
+            best = t[src[lo]] + weight[lo]
+            for k in range(lo + 1, hi):
+                value = t[src[k]] + weight[k]
+                if value > best:
+                    best = value
+            t[node] = best
+        return np.array(t, dtype=np.float64)
+
+    def measured_weights(self, transfer_ns: np.ndarray) -> np.ndarray:
+        """The weights of the measured run: every scale factor 1, each instance's measured transfer."""
+        weights = self.fixed + self.base
+        is_transfer = self.cost == Cost.TRANSFER
+        weights[is_transfer] = self.fixed[is_transfer] + transfer_ns[self.instance[is_transfer]]
+        return weights

@@ -1,0 +1,112 @@
+"""What the replay reads of one run: its ranks' device work, host calls, steps and collectives.
+
+One query per relation, filtered to the run; every frame is sorted so the graph builder can walk
+it in order. GPU ranks are the ranks with rows in `gpu_events`; the others are CPU-only ranks,
+whose main thread (`cpu_main_threads`) plays the device (METHODOLOGY "Steps on a CPU-only trace").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import polars as pl
+from tracehouse.pipeline.common.errors import WarehouseError
+
+RUN_FILTER = "study = $study AND run_id = $run_id"
+
+QUERIES = {
+    "device": f"""
+        SELECT rank, class, name, stream, start_ns, end_ns, launch_ns, correlation
+        FROM gpu_events WHERE {RUN_FILTER} ORDER BY rank, stream, start_ns, end_ns""",
+    "runtime": f"""
+        SELECT rank, tid, name, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns, correlation
+        FROM events WHERE {RUN_FILTER} AND kind = 'runtime' AND dur_ns >= 0
+          AND rank IN (SELECT DISTINCT rank FROM gpu_events WHERE {RUN_FILTER})
+        ORDER BY rank, start_ns, end_ns""",
+    "steps": f"""
+        SELECT s.rank, s.step, s.ts_unix_ns AS start_ns, s.ts_unix_ns + s.dur_ns AS end_ns
+        FROM steps AS s
+        WHERE s.{RUN_FILTER.replace(" AND ", " AND s.")}
+          AND (s.rank IN (SELECT DISTINCT rank FROM gpu_events WHERE {RUN_FILTER})
+               OR (s.pid, s.tid) IN (
+                   SELECT (m.pid, m.tid) FROM cpu_main_threads AS m
+                   WHERE m.{RUN_FILTER.replace(" AND ", " AND m.")} AND m.rank = s.rank))
+        ORDER BY s.rank, s.ts_unix_ns""",
+    "optimizer": f"""
+        SELECT rank, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
+        FROM events WHERE {RUN_FILTER} AND starts_with(name, 'Optimizer.') AND dur_ns > 0
+        ORDER BY rank, start_ns""",
+    "comm": f"""
+        SELECT rank, rule, name, start_ns, end_ns, stream, tid, op, process_group, seq, bytes,
+               group_size, transfer_ns, phase
+        FROM comm_intervals WHERE {RUN_FILTER} ORDER BY rank, start_ns, end_ns, name""",
+    "cpu_compute": f"""
+        SELECT rank, start_ns, end_ns FROM cpu_compute_segments WHERE {RUN_FILTER}
+        ORDER BY rank, start_ns""",
+    "windows": f"""
+        SELECT rank, step, window_start_unix_ns, window_us
+        FROM step_breakdown WHERE {RUN_FILTER} ORDER BY rank, window_start_unix_ns""",
+}
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The manifest facts a projection needs (NULLs when the run has no manifest)."""
+
+    study: str
+    run_id: str
+    strategy: str | None
+    world_size: int
+    nodes: int | None
+    devices_per_node: int | None
+    dp: int | None
+    tp: int | None
+    pp: int | None
+    tokens_per_step: int | None
+    device_type: str | None
+
+
+@dataclass(frozen=True)
+class RunTimeline:
+    """One run as the replay reads it: one frame per relation (see QUERIES)."""
+
+    facts: RunFacts
+    device: pl.DataFrame
+    runtime: pl.DataFrame
+    steps: pl.DataFrame
+    optimizer: pl.DataFrame
+    comm: pl.DataFrame
+    cpu_compute: pl.DataFrame
+    windows: pl.DataFrame
+
+    @property
+    def gpu_ranks(self) -> list[int]:
+        return sorted(set(self.device["rank"].to_list()))
+
+    @property
+    def cpu_ranks(self) -> list[int]:
+        gpu = set(self.gpu_ranks)
+        return sorted(set(self.steps["rank"].to_list()) - gpu)
+
+
+def load_run(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> RunTimeline:
+    """Read one run; a run the warehouse does not hold is a WarehouseError."""
+    facts = run_facts(connection, study, run_id)
+    params = {"study": study, "run_id": run_id}
+    frames: dict[str, Any] = {name: connection.sql(sql, params=params).pl() for name, sql in QUERIES.items()}
+    return RunTimeline(facts=facts, **frames)
+
+
+def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> RunFacts:
+    """The `runs` row of the run."""
+    row = connection.execute(
+        """SELECT study, run_id, strategy, world_size, nodes, devices_per_node, dp, tp, pp,
+                  tokens_per_step, device_type
+           FROM runs WHERE study = ? AND run_id = ?""",
+        [study, run_id],
+    ).fetchall()
+    if not row:
+        raise WarehouseError(f"no run {study}/{run_id} in the warehouse")
+    return RunFacts(*row[0])
