@@ -14,7 +14,8 @@ CREATE OR REPLACE TABLE window_idle_causes AS
 WITH windows AS MATERIALIZED (
     SELECT
         study, run_id, rank, window_no, start_ns, start_ns + window_ns AS end_ns,
-        dense_rank() OVER (ORDER BY study, run_id, rank) AS rank_key
+        -- INTEGER: the window's sort key (rank_key, b, launch_ns) is then narrower, and sorts faster
+        CAST(dense_rank() OVER (ORDER BY study, run_id, rank) AS INTEGER) AS rank_key
     FROM window_breakdown
     WHERE scope = 'step' AND rule = 'gpu'
 ),
