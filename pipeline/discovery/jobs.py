@@ -1,4 +1,4 @@
-"""What discovery finds: trace and power jobs, the runs they belong to, and per-path problems."""
+"""What discovery finds: trace, power and nccl-tests jobs, the runs they belong to, and per-path problems."""
 
 from __future__ import annotations
 
@@ -30,6 +30,14 @@ class PowerJob:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NcclTestsJob:
+    """One nccl-tests output file (network calibration points; it belongs to a study, not to a run)."""
+
+    path: Path
+    study: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSource:
     """A run and the manifest that defines it (`path` None: stated on the command line)."""
 
@@ -43,6 +51,7 @@ class Discovery:
 
     traces: list[TraceJob] = field(default_factory=list)
     power: list[PowerJob] = field(default_factory=list)
+    nccl_tests: list[NcclTestsJob] = field(default_factory=list)
     runs: list[RunSource] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     not_traces: list[str] = field(default_factory=list)  # JSON files found by searching that are no trace

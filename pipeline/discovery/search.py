@@ -1,4 +1,4 @@
-"""From the paths a user gives to the files to ingest: runs, ranks, manifests and power logs.
+"""From the paths a user gives to the files to ingest: runs, ranks, manifests, power logs, nccl-tests.
 
 A directory is searched recursively for `*.json` / `*.json.gz` traces; all traces of one
 directory form one run. A `manifest.json` beside them names the study and run (winning over
@@ -12,6 +12,10 @@ a `config.json`, metrics) is skipped and named in `not_traces` (see `sniff`); a 
 names is always read as a trace. Nothing else found is dropped in silence: a file listed in a
 manifest that does not exist, a file listed for two ranks, or every trace of a folder whose
 manifest is invalid becomes an error of that path, which ingest records in `ingest_errors`.
+
+nccl-tests output (`.txt`, `.log`, `.out` files whose first bytes say so, see `sniff`), found by
+searching or named, is read as network calibration points of a study: the study of the
+manifest.json beside it, else `--study`, else `default`; it belongs to no run.
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from pathlib import Path
 
 from tracehouse.pipeline.common.errors import ManifestError
 from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
-from tracehouse.pipeline.discovery.jobs import Discovery, PowerJob, RunSource, TraceJob
+from tracehouse.pipeline.discovery.jobs import Discovery, NcclTestsJob, PowerJob, RunSource, TraceJob
 from tracehouse.pipeline.discovery.ranks import RankOptions
-from tracehouse.pipeline.discovery.sniff import is_profiler_trace_name, looks_like_trace
+from tracehouse.pipeline.discovery.sniff import (
+    is_nccl_tests_output,
+    is_profiler_trace_name,
+    looks_like_trace,
+)
 
 DEFAULT_STUDY = "default"
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -37,6 +45,7 @@ class _Candidates:
     files: list[Path] = field(default_factory=list)
     explicit: set[Path] = field(default_factory=set)
     manifest_dirs: set[Path] = field(default_factory=set)  # searched folders holding a manifest.json
+    nccl_tests: list[Path] = field(default_factory=list)  # nccl-tests output, found or named
 
 
 @dataclass(kw_only=True)
@@ -77,12 +86,14 @@ def discover(
     for folder in folders:
         _discover_folder(folder, study, run, options, found, seen_runs)
     found.errors.extend(options.unused())
+    _add_nccl_tests(candidates.nccl_tests, folders, study, found)
     return found
 
 
 def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
     """Every candidate trace under the given paths, plus where the user named files and manifests."""
     files: dict[Path, None] = {}
+    nccl_tests: dict[Path, None] = {}
     candidates = _Candidates()
     for given in paths:
         path = Path(given).absolute()
@@ -92,6 +103,10 @@ def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
                     files.setdefault(f, None)
                 elif f.is_file() and f.name == MANIFEST_NAME:
                     candidates.manifest_dirs.add(f.parent)
+                elif f.is_file() and is_nccl_tests_output(f):
+                    nccl_tests.setdefault(f, None)
+        elif path.is_file() and is_nccl_tests_output(path):
+            nccl_tests.setdefault(path, None)
         elif path.is_file():
             files.setdefault(path, None)
             candidates.explicit.add(path)
@@ -100,6 +115,7 @@ def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
         else:
             found.errors.append((str(given), "no such file or directory"))
     candidates.files = list(files)
+    candidates.nccl_tests = list(nccl_tests)
     return candidates
 
 
@@ -281,3 +297,15 @@ def _add_power(manifest: RunManifest, directory: Path, found: Discovery) -> None
 def _power_paths(manifest: RunManifest, directory: Path) -> list[Path]:
     """The absolute paths of the power logs a manifest lists."""
     return [(directory / name).absolute() for name in manifest.power.files]
+
+
+def _add_nccl_tests(paths: list[Path], folders: list[_Folder], study: str | None, found: Discovery) -> None:
+    """An nccl-tests job per file that no manifest claims as a trace or power log."""
+    manifests = {folder.directory: folder.manifest for folder in folders if folder.manifest is not None}
+    claimed = {job.path for job in found.traces} | {job.path for job in found.power}
+    for path in paths:
+        if path in claimed:
+            continue
+        manifest = manifests.get(path.parent)
+        chosen = manifest.study if manifest is not None else study or DEFAULT_STUDY
+        found.nccl_tests.append(NcclTestsJob(path=path, study=chosen))

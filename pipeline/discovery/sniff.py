@@ -1,4 +1,4 @@
-"""Whether a JSON file found by searching a folder is a Kineto trace, from its first bytes only.
+"""Whether a file found by searching a folder is a Kineto trace or nccl-tests output, from its head only.
 
 A run folder often holds other JSON files (a `config.json`, metrics): they are skipped and named
 as "not a trace" rather than failing the ingest. A trace is a JSON object that has a
@@ -6,6 +6,11 @@ as "not a trace" rather than failing the ingest. A trace is a JSON object that h
 `SNIFF_BYTES` of the (decompressed) file are read; a file they do not decide (a huge object
 with `traceEvents` further on, keys written with `\\u` escapes, an unreadable or corrupt file)
 is taken as a trace and left to the parser, which names its problem if it has one.
+
+A `.txt`, `.log` or `.out` file is nccl-tests output when its first
+`nccl_tests.format.SNIFF_BYTES` show the nccl-tests run header (`# nThread N nGpus N ...`),
+its version or `# Collective test starting:` line, or its column header (`size count type ...
+time algbw busbw`); other text files of a run folder (training logs) are not read.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import gzip
 import re
 import zlib
 from pathlib import Path
+
+from tracehouse.pipeline.parsers.nccl_tests import format as nccl_format
 
 SNIFF_BYTES = 1 << 20
 # Always traces, whatever their first bytes say: the profiler's own file names.
@@ -53,3 +60,15 @@ def looks_like_trace(path: Path) -> bool:
     if text.startswith(b"{"):
         return _TRACE_EVENTS_KEY.search(text) is not None or undecided
     return False
+
+
+def is_nccl_tests_output(path: Path) -> bool:
+    """Whether a file is named and starts like nccl-tests output (False when unreadable)."""
+    if not path.name.lower().endswith(nccl_format.SNIFF_SUFFIXES):
+        return False
+    try:
+        with open(path, "rb") as f:
+            data = f.read(nccl_format.SNIFF_BYTES)
+    except OSError:
+        return False
+    return nccl_format.looks_like_nccl_tests(data.decode("utf-8", errors="replace"))

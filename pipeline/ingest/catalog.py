@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked
 
@@ -60,21 +61,31 @@ def catalog_phase(warehouse_dir: Path, *, wait_s: float) -> Iterator[duckdb.Duck
 
 
 def registered_hashes(connection: duckdb.DuckDBPyConnection) -> frozenset[str]:
-    """Content hashes of every registered trace and power log."""
-    rows = connection.sql("SELECT content_hash FROM traces UNION ALL SELECT content_hash FROM power_files")
+    """Content hashes of every registered trace, power log and nccl-tests file."""
+    rows = connection.sql(
+        "SELECT content_hash FROM traces UNION ALL SELECT content_hash FROM power_files "
+        "UNION ALL SELECT content_hash FROM network_files"
+    )
     return frozenset(row[0] for row in rows.fetchall())
 
 
 def register_file(
-    connection: duckdb.DuckDBPyConnection, table: str, row: dict, files: list[tuple[str, str, int]]
+    connection: duckdb.DuckDBPyConnection,
+    table: str,
+    row: dict,
+    files: list[tuple[str, str, int]],
+    tables: dict[str, pl.DataFrame] | None = None,
 ) -> None:
-    """Register one source file (its `traces` or `power_files` row and its partitions) atomically."""
+    """Register one source file atomically: its `traces` / `power_files` / `network_files` row, its
+    partitions and its rows of DuckDB tables (`tables`, by table name)."""
     with _transaction(connection):
         for table_name, path, n_rows in files:
             connection.execute(
                 "INSERT INTO parquet_files (table_name, path, n_rows, content_hash) VALUES (?, ?, ?, ?)",
                 [table_name, path, n_rows, row["content_hash"]],
             )
+        for table_name, frame in (tables or {}).items():
+            _insert_frame(connection, table_name, frame)
         _insert_row(connection, table, row)
         # The path's latest attempt succeeded. Not by hash: a copy failing elsewhere (no rank, a
         # rank clash, a bad manifest) still fails there.
@@ -172,6 +183,15 @@ def _insert_row(connection: duckdb.DuckDBPyConnection, table: str, row: dict) ->
     columns = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
     connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
+
+
+def _insert_frame(connection: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
+    """Insert a frame's rows, its columns matched to the table's by name."""
+    connection.register("_tracehouse_rows", frame.to_arrow())
+    try:
+        connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _tracehouse_rows")
+    finally:
+        connection.unregister("_tracehouse_rows")
 
 
 def coverage_warnings(connection: duckdb.DuckDBPyConnection, content_hashes: Iterable[str]) -> list[str]:

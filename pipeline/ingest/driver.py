@@ -1,5 +1,7 @@
 """Ingest orchestration: discover files, parse each on Dask (one file = one task), register them.
 
+Files are rank traces, the power logs their manifests list, and nccl-tests output files.
+
 Workers hash, parse and write a file's Parquet partitions (temporary name, then rename; see
 `ingest_tasks`); the driver alone touches DuckDB and registers each file's partitions and
 catalog row in one transaction (see `ingest_register`), so a file's rows appear whole or not
@@ -35,7 +37,15 @@ from tracehouse.pipeline.ingest.catalog import (
 )
 from tracehouse.pipeline.ingest.register import Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.summary import IngestSummary
-from tracehouse.pipeline.ingest.tasks import FileOutcome, failed_internally, hash_file, load_power, load_trace
+from tracehouse.pipeline.ingest.tasks import (
+    NCCL_TESTS,
+    FileOutcome,
+    failed_internally,
+    hash_file,
+    load_nccl_tests,
+    load_power,
+    load_trace,
+)
 from tracehouse.pipeline.progress import Progress, make_progress
 from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse
 
@@ -74,6 +84,11 @@ SCHEDULER_ADDRESS = re.compile(r"tcp://(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?
 
 
 Task = tuple[Callable[..., FileOutcome], Any]
+KIND_OF_TASK: dict[Callable[..., FileOutcome], str] = {
+    load_trace: "trace",
+    load_power: "power",
+    load_nccl_tests: NCCL_TESTS,
+}
 
 
 def check_scheduler_address(address: str) -> str:
@@ -188,8 +203,7 @@ def _outcome(future: Any, fn: Callable[..., FileOutcome], job: Any) -> FileOutco
     except Exception as exc:
         if os.environ.get(DEBUG_VARIABLE) == "1":
             raise
-        kind = "power" if fn is load_power else "trace"
-        return failed_internally(kind, job.path, exc)
+        return failed_internally(KIND_OF_TASK[fn], job.path, exc)
 
 
 def ingest(
@@ -202,7 +216,7 @@ def ingest(
     scheduler: str | None = None,
     progress: str | Progress | None = "off",
 ) -> IngestSummary:
-    """Ingest trace files/directories (and the power logs their manifests list) into a warehouse."""
+    """Ingest traces (files or directories), the power logs their manifests list and nccl-tests output."""
     started = time.perf_counter()
     with scheduler_client(scheduler) as client:  # first: a bad scheduler writes nothing
         found = discover(paths, study=study, run=run, ranks=ranks)
@@ -222,8 +236,10 @@ def _load_all(
     found: Discovery, warehouse: Path, *, summary: IngestSummary, reporter: Progress, client: Any
 ) -> None:
     """Register the runs, run every task and register its outcome, then refresh the views."""
-    tasks: list[Task] = [(load_trace, job) for job in found.traces] + [
-        (load_power, job) for job in found.power
+    tasks: list[Task] = [
+        *((load_trace, job) for job in found.traces),
+        *((load_power, job) for job in found.power),
+        *((load_nccl_tests, job) for job in found.nccl_tests),
     ]
     workers = 0 if client is not None else pool_workers([json_size(job.path) for _, job in tasks])
     batch = Batch(warehouse, summary, reporter, found.traces)

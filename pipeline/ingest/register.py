@@ -38,8 +38,12 @@ from tracehouse.pipeline.ingest.catalog import (
 )
 from tracehouse.pipeline.ingest.parquet import partition_problem
 from tracehouse.pipeline.ingest.summary import IngestSummary
-from tracehouse.pipeline.ingest.tasks import FileOutcome, hash_file
+from tracehouse.pipeline.ingest.tasks import NCCL_TESTS, FileOutcome, hash_file
 from tracehouse.pipeline.progress import Progress
+
+# Per task kind: the catalog table its file is registered in, and what its rows are called.
+REGISTERS = {"trace": "traces", "power": "power_files", NCCL_TESTS: "network_files"}
+UNITS = {"trace": "events", "power": "power samples", NCCL_TESTS: "curve points"}
 
 Run = tuple[str, str]  # study, run_id
 Key = tuple[str, str, int]  # study, run_id, rank
@@ -219,18 +223,19 @@ class Batch:
 
     def _register(self, outcome: FileOutcome) -> None:
         row = {**outcome.row, "ingested_at": datetime.now(timezone.utc)}
-        table = "traces" if outcome.kind == "trace" else "power_files"
-        register_file(self._connection, table, row, list(outcome.files))
+        register_file(self._connection, REGISTERS[outcome.kind], row, list(outcome.files), outcome.tables)
         self.seen.add(outcome.content_hash or "")
 
     def _report_loaded(self, outcome: FileOutcome) -> None:
         if outcome.kind == "trace":
             self.summary.loaded += 1
             self.summary.events += outcome.n_rows
+        elif outcome.kind == NCCL_TESTS:
+            self.summary.nccl_tests_files += 1
         else:
             self.summary.power_files += 1
-        unit = "events" if outcome.kind == "trace" else "power samples"
-        self.progress.file_done(outcome.path, "loaded", f"{outcome.n_rows} {unit}")
+        self.summary.warnings.extend(outcome.warnings)
+        self.progress.file_done(outcome.path, "loaded", f"{outcome.n_rows} {UNITS[outcome.kind]}")
 
     def _skip(self, outcome: FileOutcome) -> None:
         """A file whose content is already in the warehouse: its earlier failures are forgotten."""

@@ -16,9 +16,12 @@ class IngestSummary:
     failed: list[tuple[str, str]] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)  # failed paths whose cause is a tracehouse bug
     not_traces: list[str] = field(default_factory=list)  # JSON files found by searching, skipped: no trace
-    warnings: list[str] = field(default_factory=list)  # loaded traces that yield no breakdown, and why
+    warnings: list[str] = field(
+        default_factory=list
+    )  # loaded files with a caveat: no breakdown, a failed test
     events: int = 0
     power_files: int = 0
+    nccl_tests_files: int = 0  # nccl-tests output files loaded (their points: network_curves)
     seconds: float = 0.0
 
     @property
@@ -39,6 +42,7 @@ class IngestSummary:
             "warnings": list(self.warnings),
             "events": self.events,
             "power_files": self.power_files,
+            "nccl_tests_files": self.nccl_tests_files,
             "seconds": round(self.seconds, 3),
         }
 
@@ -51,8 +55,10 @@ class IngestSummary:
         """What the terminal shows after the files: the notices, then the closing counts."""
         lines = self.notice_lines(prefix)
         not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
+        nccl_tests = f", {self.nccl_tests_files} nccl-tests files" if self.nccl_tests_files else ""
         lines.append(
             f"{prefix}: {self.loaded} loaded, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "
-            f"{self.events} events, {self.power_files} power logs in {self.seconds:.1f} s -> {self.warehouse}"
+            f"{self.events} events, {self.power_files} power logs{nccl_tests} in {self.seconds:.1f} s "
+            f"-> {self.warehouse}"
         )
         return lines

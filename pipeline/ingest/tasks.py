@@ -1,6 +1,7 @@
 """Worker side of ingest: one task per source file hashes, parses and writes its Parquet partitions.
 
-Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers. Whatever
+Tasks never touch DuckDB; they return a small `FileOutcome` that the driver registers. The
+points of an nccl-tests file (tens of rows) travel in the outcome itself, for a DuckDB table. Whatever
 goes wrong with one file fails that file only, so one odd file never costs the batch: a bad
 input with its one-line reason, anything else as an internal error (a tracehouse bug, marked so
 that it is not mistaken for bad input, named with the place it was raised so a user can report
@@ -26,14 +27,18 @@ from tracehouse.pipeline.common.errors import (
     RankConflictError,
     one_line,
 )
-from tracehouse.pipeline.discovery.jobs import PowerJob, TraceJob
+from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
+from tracehouse.pipeline.parsers.nccl_tests.result import NcclTestsResult
 from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
 from tracehouse.pipeline.warehouse import TRACE_TABLES
 
 HASH_CHUNK = 1 << 20
+
+# The kind of an nccl-tests task, and the source its network_files and network_curve_points rows name.
+NCCL_TESTS = "nccl-tests"
 
 # How an internal error's reason begins (ingest_errors.reason, the terminal, --json).
 INTERNAL_PREFIX = "internal error (a tracehouse bug, not a fault of the file; please report this line): "
@@ -43,25 +48,29 @@ INTERNAL_PREFIX = "internal error (a tracehouse bug, not a fault of the file; pl
 class FileOutcome:
     """What one task reports back to the driver (small and picklable)."""
 
-    kind: str  # trace | power
+    kind: str  # trace | power | nccl-tests
     path: str
     status: str  # loaded | skipped | failed
     content_hash: str | None = None
     reason: str | None = None
     internal: bool = False  # failed by a tracehouse bug, not by its input
-    row: dict[str, Any] = field(default_factory=dict)  # the traces / power_files row
+    row: dict[str, Any] = field(default_factory=dict)  # the traces / power_files / network_files row
     files: tuple[tuple[str, str, int], ...] = ()  # (table, path relative to warehouse, rows)
-    n_rows: int = 0  # events of a trace, samples of a power log
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # rows for DuckDB tables, by table
+    n_rows: int = 0  # events of a trace, samples of a power log, points of an nccl-tests file
+    warnings: tuple[str, ...] = ()  # one line each, about a file that loaded
 
 
 @dataclass(frozen=True, kw_only=True)
 class Parsed:
     """One file's parser output: frames per table, key columns, row count and its catalog row."""
 
-    frames: dict[str, pl.DataFrame]
+    frames: dict[str, pl.DataFrame]  # Parquet tables
     keys: dict[str, Any]
     n_rows: int
     row: Callable[[], dict[str, Any]]  # called after the writes, which report missing columns first
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # DuckDB tables, inserted on registering
+    warnings: tuple[str, ...] = ()
 
 
 def hash_file(path: Path) -> tuple[int, str]:
@@ -125,6 +134,36 @@ def load_power(job: PowerJob, warehouse_dir: str, registered: frozenset[str]) ->
     return _load("power", job.path, warehouse_dir, registered, parse)
 
 
+def load_nccl_tests(job: NcclTestsJob, warehouse_dir: str, registered: frozenset[str]) -> FileOutcome:
+    """Task: hash and parse one nccl-tests output file (its points go to the driver in the outcome)."""
+
+    def parse(size: int, content_hash: str) -> Parsed:
+        from tracehouse.pipeline.parsers.nccl_tests.parse import parse_nccl_tests
+
+        result = parse_nccl_tests(job.path)
+        keys = {
+            "content_hash": content_hash,
+            "study": job.study,
+            "path": str(job.path),
+            "source": NCCL_TESTS,
+        }
+        points = result.frame()
+        points = points.select(
+            [pl.lit(v, dtype=pl.String).alias(k) for k, v in keys.items()] + points.columns
+        )
+        failures = result.failures()
+        return Parsed(
+            frames={},
+            keys=keys,
+            n_rows=points.height,
+            row=lambda: _nccl_tests_row(result, keys, size, failures),
+            tables={"network_curve_points": points},
+            warnings=tuple(f"{job.path}: {failure}; its other results are loaded" for failure in failures),
+        )
+
+    return _load(NCCL_TESTS, job.path, warehouse_dir, registered, parse)
+
+
 def _load(
     kind: str,
     path: Path,
@@ -154,7 +193,9 @@ def _load(
             content_hash=content_hash,
             row=row,
             files=files,
+            tables=parsed.tables,
             n_rows=parsed.n_rows,
+            warnings=parsed.warnings,
         )
 
     outcome = _guarded(kind, path, work)
@@ -264,4 +305,16 @@ def _power_row(job: PowerJob, frame: pl.DataFrame, size: int, content_hash: str)
         "source": ",".join(s for s in sources if s) or None,
         "first_ts_unix_ns": first,
         "last_ts_unix_ns": last,
+    }
+
+
+def _nccl_tests_row(result: NcclTestsResult, keys: dict[str, str], size: int, failures: list[str]) -> dict:
+    programs = dict.fromkeys(test.program for test in result.tests if test.program)
+    return {
+        **keys,
+        "size_bytes": size,
+        "n_tests": len(result.tests),
+        "n_points": result.n_points,
+        "programs": ",".join(programs) or None,
+        "failures": json.dumps(failures),
     }
