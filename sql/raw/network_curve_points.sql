@@ -13,19 +13,19 @@ CREATE TABLE IF NOT EXISTS network_curve_points (
     program VARCHAR,  -- the nccl-tests program, e.g. all_reduce_perf
     program_from VARCHAR,  -- header (# Collective test starting), file name, or busbw/algbw (only all_reduce has busbw > algbw)
     op VARCHAR,  -- the collective: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send_recv, gather, scatter; NULL for hypercube_perf
-    ranks INTEGER,  -- the # Rank lines, else derived from busbw/algbw; NULL when undecidable
-    ranks_from VARCHAR,  -- rank lines | busbw/algbw; NULL with ranks
+    ranks INTEGER,  -- how many: the # Rank lines, else derived from busbw/algbw; NULL when undecidable
+    ranks_from VARCHAR,  -- rank lines or busbw/algbw; NULL with ranks
     nodes INTEGER,  -- distinct hosts in the rank lines; NULL without them
     devices VARCHAR,  -- JSON array of the distinct device names in the rank lines
     nccl_version VARCHAR,  -- NCCL's version when the file prints it (NCCL version line, nccl-library code)
     avg_busbw_gbps DOUBLE,  -- the test's # Avg bus bandwidth line
     line INTEGER NOT NULL,  -- 1-based line of the file holding the row
     bytes BIGINT NOT NULL,  -- nccl-tests size
-    count BIGINT NOT NULL,  -- elements
+    count BIGINT NOT NULL,  -- elements, as nccl-tests prints its count column
     dtype VARCHAR,  -- torch name (nccl-tests float is float32, double float64, half float16)
     redop VARCHAR,  -- NULL when the op does not reduce (printed none, or left blank)
     root INTEGER,  -- NULL when the op has no root (printed -1, or no root column)
-    in_place BOOLEAN NOT NULL,
+    in_place BOOLEAN NOT NULL,  -- from the in-place columns of the row (false: out-of-place)
     time_us DOUBLE NOT NULL,
     algbw_gbps DOUBLE NOT NULL,  -- bytes / time, GB/s as nccl-tests prints it (2 decimals)
     busbw_gbps DOUBLE NOT NULL,  -- algbw x the op's factor (2(n-1)/n all_reduce, ...), as printed

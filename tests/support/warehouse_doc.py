@@ -47,6 +47,12 @@ RELATIONS = {
         "and names the exception and where it was raised): the file is not blamed, the rest of the "
         "batch loaded",
     ),
+    "network_files": (None, "one row per ingested nccl-tests output file (content hash)"),
+    "network_curve_points": (
+        None,
+        "one row per measured point of an ingested nccl-tests file: one message size, out of place or"
+        " in place, of one test of the file; the public view is `network_curves`",
+    ),
     "parquet_files": (None, "one row per registered Parquet partition file"),
     "warehouse_meta": (None, "one row per fact about the warehouse itself"),
     "comm_kernel_patterns": (None, "one row per user-added communication kernel pattern; empty by default"),
@@ -76,6 +82,8 @@ UNIT_BY_COLUMN = {
     "tokens_per_step": "tokens",
     "group_size": "ranks",
     "world_size": "ranks",
+    "nodes": "hosts",
+    "count": "elements",
 }
 # Notes for DuckDB table columns whose SQL has no trailing comment (the SQL comment wins).
 TABLE_NOTES = {
@@ -96,6 +104,8 @@ UNITS = [
     ("_c", "°C"),
     ("_pct", "%"),
     ("_mib", "MiB"),
+    ("_us", "µs"),
+    ("_gbps", "GB/s"),
     ("bytes", "bytes"),
 ]
 
@@ -146,6 +156,42 @@ change of the SQL, `comm_vocabulary` or `comm_kernel_patterns` recomputes everyt
 (`sql/views/staging/*.sql`); those are internal and not listed here. Each `.sql` file's first
 comment lines hold `-- depends on: ...`, the relations it reads; the warehouse creates them in
 that order (`pipeline/sql_runner.py`).
+
+## nccl-tests input
+
+`tracehouse ingest` also reads the output of NVIDIA nccl-tests (`all_reduce_perf`,
+`all_gather_perf`, `reduce_scatter_perf`, `alltoall_perf`, `sendrecv_perf`, `broadcast_perf`, ...)
+as network calibration points (`pipeline/parsers/nccl_tests/`):
+
+* What is read: a `.txt`, `.log` or `.out` file, found in a searched folder or named, whose first
+  4 KiB show the nccl-tests run header (`# nThread N nGpus N minBytes ...`), its version or
+  `# Collective test starting:` line, or the column header (`size count type ... time algbw
+  busbw`); other text files (training logs) are not read. Each result row gives two rows of
+  `network_curve_points` (out of place, in place) with the test's program, op, ranks, nodes,
+  devices and NCCL version; the file is registered in `network_files` with them, in one
+  transaction, and is skipped when ingested again. It belongs to a study (the `manifest.json`
+  beside it, else `--study`, else `default`), not to a run. Both layouts are read: old (`error`
+  columns, `redop`, `root` or neither, `redop` left blank for alltoall) and newer (`redop root`,
+  `#wrong`); CRLF line endings, launcher prefixes (`[1,0]<stdout>:` of `mpirun --tag-output`,
+  ` 0: ` of `srun -l`) and `NCCL INFO` lines anywhere, also inside the table, are taken in
+  stride; a file may hold several tests.
+* The program: the `# Collective test starting:` line, else the file name (`nccl_allreduce.log`),
+  else the bandwidths (only all_reduce has busbw > algbw); op is its collective in the
+  project's vocabulary (`alltoall_perf` is `all_to_all`, `sendrecv_perf` `send_recv`).
+* Ranks are the `# Rank N` lines, nodes the distinct hosts they name. A file without rank lines
+  (a table pasted alone) gets n derived from busbw / algbw, which nccl-tests computes with the
+  op's factor: 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter, alltoall
+  (gather, scatter): n is the one integer whose factor fits the ratio of the row with the
+  largest algbw, both values within half a unit of their two printed decimals (`ranks_from`
+  says which rule gave n). When several integers fit (very large n) or the factor is 1
+  (broadcast, reduce, sendrecv) ranks is NULL, and nodes is NULL without rank lines.
+* What is rejected, with one line in `ingest_errors` (the other files still load, exit status
+  1): a file with no result table, e.g. a test that failed (`no result table (the test failed:
+  'remote process exited or there was a network error')`); a result row that does not parse
+  (`line N: a result row of 11 fields where the header has 13`, `line N: time 'x' is not a
+  number`); an unknown column header; a table whose program nothing names and whose
+  bandwidths fit several collectives. A test that failed in a file whose other tests have
+  results is a warning; the results load.
 """
 
 

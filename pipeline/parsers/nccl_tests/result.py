@@ -15,10 +15,10 @@ import polars as pl
 POINT_COLUMNS: dict[str, pl.DataType] = {
     "test_index": pl.Int32,  # 0-based position of the test in the file (a file may hold several)
     "program": pl.String,  # the nccl-tests binary, e.g. all_reduce_perf
-    "program_from": pl.String,  # header | file name | busbw/algbw
+    "program_from": pl.String,  # header, file name or busbw/algbw
     "op": pl.String,  # the collective, in the project's vocabulary (comm_names.OPS)
     "ranks": pl.Int32,
-    "ranks_from": pl.String,  # rank lines | busbw/algbw; NULL with ranks
+    "ranks_from": pl.String,  # rank lines or busbw/algbw; NULL with ranks
     "nodes": pl.Int32,  # distinct hosts in the rank lines; NULL without them
     "devices": pl.String,  # JSON array of the distinct device names in the rank lines
     "nccl_version": pl.String,
