@@ -47,15 +47,18 @@ class Instances:
     op: list[str | None] = field(default_factory=list)
     bytes: list[int | None] = field(default_factory=list)
     group_size: list[int | None] = field(default_factory=list)
+    dim: list[str] = field(default_factory=list)
     members: list[list[tuple[int, int, int]]] = field(default_factory=list)  # (rank, start, end node)
 
-    def add(self, key: tuple, transfer: float, op: str | None, size: int | None, n: int | None) -> int:
+    def add(self, key: tuple, row: dict) -> int:
+        """The instance of `key`, added from its first member's comm_intervals row."""
         if key not in self.key_index:
             self.key_index[key] = len(self.transfer_ns)
-            self.transfer_ns.append(transfer)
-            self.op.append(op)
-            self.bytes.append(size)
-            self.group_size.append(n)
+            self.transfer_ns.append(float(row["transfer_ns"]))
+            self.op.append(row["op"])
+            self.bytes.append(row["bytes"])
+            self.group_size.append(row["group_size"])
+            self.dim.append(row["parallel_dim"])
             self.members.append([])
         return self.key_index[key]
 
@@ -79,21 +82,29 @@ class RunGraph:
     instances: Instances
     transfer_ns: np.ndarray
     windows: list[RankWindows]
+    intervals: list[tuple[int, int, int, str, str | None]]  # rank, start node, end node, class, dim
 
     def step_times(self, times: np.ndarray) -> dict[int | None, dict[int, float]]:
         """Per step, per rank: the window length in µs."""
         out: dict[int | None, dict[int, float]] = defaultdict(dict)
         for w in self.windows:
-            opens = [min(times[n] for n in nodes) for nodes in w.starts]
-            for i, step in enumerate(w.steps):
-                if w.ends[i] is not None:
-                    end = times[w.ends[i]]
-                elif i + 1 < len(w.steps):
-                    end = opens[i + 1]
-                else:
-                    end = max(times[n] for n in w.last_ends)
-                out[step][w.rank] = (end - opens[i]) / 1000.0
+            for step in w.steps:
+                start, end = self.window_bounds(times, w.rank, step)
+                out[step][w.rank] = (end - start) / 1000.0
         return dict(out)
+
+    def window_bounds(self, times: np.ndarray, rank: int, step: int | None) -> tuple[float, float]:
+        """The [start, end) of one rank's window (ns) in the given times: a GPU window opens at the
+        first start of its step's events and closes where the next one opens (the last at the last
+        end of its own events); a CPU window is its ProfilerStep's own start and end."""
+        w = next(w for w in self.windows if w.rank == rank)
+        i = w.steps.index(step)
+        start = min(times[n] for n in w.starts[i])
+        if w.ends[i] is not None:
+            return start, times[w.ends[i]]
+        if i + 1 < len(w.steps):
+            return start, min(times[n] for n in w.starts[i + 1])
+        return start, max(times[n] for n in w.last_ends)
 
 
 def build_run_graph(timeline: RunTimeline) -> RunGraph:
@@ -102,14 +113,17 @@ def build_run_graph(timeline: RunTimeline) -> RunGraph:
     instances = Instances()
     keys = instance_keys(timeline.comm)
     windows = []
+    intervals: list[tuple[int, int, int, str, str | None]] = []
     for rank in timeline.gpu_ranks:
-        windows.append(_gpu_rank(b, timeline, rank, instances, keys))
+        windows.append(_gpu_rank(b, timeline, rank, instances, keys, intervals))
     for rank in timeline.cpu_ranks:
-        windows.append(_cpu_rank(b, timeline, rank, instances, keys))
+        windows.append(_cpu_rank(b, timeline, rank, instances, keys, intervals))
     _join_instances(b, instances)
     graph = b.freeze()
     transfer = np.array(instances.transfer_ns or [0.0], dtype=np.float64)
-    return RunGraph(graph=graph, instances=instances, transfer_ns=transfer, windows=windows)
+    return RunGraph(
+        graph=graph, instances=instances, transfer_ns=transfer, windows=windows, intervals=intervals
+    )
 
 
 def instance_keys(comm: pl.DataFrame) -> dict[tuple[int, int, int], tuple]:
@@ -210,7 +224,9 @@ def _inside(intervals: list[tuple[int, int]], at: int) -> bool:
     return any(start <= at < end for start, end in intervals)
 
 
-def _gpu_rank(b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, keys: dict) -> RankWindows:
+def _gpu_rank(
+    b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, keys: dict, intervals: list
+) -> RankWindows:
     calls = t.runtime.filter(pl.col("rank") == rank)
     starts = calls["start_ns"].to_list()
     ends = calls["end_ns"].to_list()
@@ -264,7 +280,10 @@ def _gpu_rank(b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, 
         if row["class"] == "comm":
             comm = comm_rows.get((row["start_ns"], row["end_ns"], row["name"]))
             _comm_end(b, rank, s_node, e_node, duration, comm, instances, keys)
-        elif row["class"] == "memory":
+            intervals.append((rank, s_node, e_node, "comm", comm["parallel_dim"] if comm else "unknown"))
+            continue
+        intervals.append((rank, s_node, e_node, "memory" if row["class"] == "memory" else "compute", None))
+        if row["class"] == "memory":
             b.edge(s_node, e_node, base=duration, cost=Cost.MEMORY, phase=phase)
         else:
             cost = Cost.COMPUTE_MATMUL if MATMUL_KERNEL.search(row["name"] or "") else Cost.COMPUTE_OTHER
@@ -361,11 +380,13 @@ def _comm_end(b, rank, s_node, e_node, duration, comm, instances: Instances, key
     if key is None:
         b.edge(s_node, e_node, base=duration, cost=Cost.COMM_LOCAL)
         return
-    i = instances.add(key, float(comm["transfer_ns"]), comm["op"], comm["bytes"], comm["group_size"])
+    i = instances.add(key, comm)
     instances.members[i].append((rank, s_node, e_node))
 
 
-def _cpu_rank(b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, keys: dict) -> RankWindows:
+def _cpu_rank(
+    b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, keys: dict, intervals: list
+) -> RankWindows:
     steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
     segments = list(t.cpu_compute.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
@@ -386,6 +407,7 @@ def _cpu_rank(b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, 
     _queue(b, queue_events, other_queues=None)
     for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
         _comm_end(b, rank, s_node, e_node, r["end_ns"] - r["start_ns"], r, instances, keys)
+        intervals.append((rank, s_node, e_node, "comm", r["parallel_dim"]))
     span_ends = sorted((r["end_ns"], e) for r, (_, e) in zip(span_rows, span_nodes, strict=True))
     end_times = [x for x, _ in span_ends]
     # The main thread's chain of pieces.
@@ -395,6 +417,7 @@ def _cpu_rank(b: GraphBuilder, t: RunTimeline, rank: int, instances: Instances, 
         if k >= 0 and segments[k][0] <= a and z <= segments[k][1]:
             phase = Phase.OPTIMIZER if _inside(optimizer, a) else Phase.STEP
             b.edge(nodes[i], nodes[i + 1], base=z - a, cost=Cost.COMPUTE_OTHER, phase=phase)
+            intervals.append((rank, nodes[i], nodes[i + 1], "compute", None))
             continue
         j = bisect_right(end_times, z) - 1
         if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS:

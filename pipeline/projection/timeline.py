@@ -39,9 +39,17 @@ QUERIES = {
         FROM events WHERE {RUN_FILTER} AND starts_with(name, 'Optimizer.') AND dur_ns > 0
         ORDER BY rank, start_ns""",
     "comm": f"""
-        SELECT rank, rule, name, start_ns, end_ns, stream, tid, op, process_group, seq, bytes,
-               group_size, transfer_ns, phase
-        FROM comm_intervals WHERE {RUN_FILTER} ORDER BY rank, start_ns, end_ns, name""",
+        WITH dims AS (
+            SELECT DISTINCT rank, start_unix_ns, name, parallel_dim
+            FROM comm_exposure WHERE {RUN_FILTER}
+        )
+        SELECT c.rank, c.rule, c.name, c.start_ns, c.end_ns, c.stream, c.tid, c.op, c.process_group,
+               c.seq, c.bytes, c.group_size, c.transfer_ns, c.phase,
+               coalesce(d.parallel_dim, 'unknown') AS parallel_dim
+        FROM comm_intervals AS c
+        LEFT JOIN dims AS d ON c.rank = d.rank AND c.start_ns = d.start_unix_ns AND c.name = d.name
+        WHERE c.{RUN_FILTER.replace(" AND ", " AND c.")}
+        ORDER BY c.rank, c.start_ns, c.end_ns, c.name""",
     "cpu_compute": f"""
         SELECT rank, start_ns, end_ns FROM cpu_compute_segments WHERE {RUN_FILTER}
         ORDER BY rank, start_ns""",

@@ -1,0 +1,118 @@
+"""The METHODOLOGY breakdown of a replayed run: its step windows split into compute, exposed
+communication (and that split by parallel dimension, each exposed instant shared equally among the
+intervals in flight), other and idle, read off the replayed times of the graph's intervals."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import median
+
+import numpy as np
+from tracehouse.pipeline.projection.build import RunGraph
+
+DIMENSIONS = ("dp", "tp", "pp", "other")
+
+
+def dimension_of(dim: str | None) -> str:
+    """The projection's four groups of parallel dimensions."""
+    if dim in ("dp", "dp_shard", "dp_replicate", "world"):
+        return "dp"
+    if dim in ("tp", "pp"):
+        return dim
+    return "other"
+
+
+@dataclass
+class StepBreakdown:
+    """One rank's window, in µs."""
+
+    window_us: float
+    compute_us: float = 0.0
+    exposed_us: float = 0.0
+    other_us: float = 0.0
+    idle_us: float = 0.0
+    exposed_by_dim_us: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReplayedRun:
+    """The replayed step time (median over steps of the slowest rank's window) and the breakdown
+    of those slowest windows, summed over steps, as fractions of their total."""
+
+    step_time_us: float
+    step_times_us: dict[int | None, float]
+    compute_frac: float
+    exposed_comm_frac: float
+    other_frac: float
+    idle_frac: float
+    exposed_by_dim_frac: dict[str, float]
+
+
+def summarize(run: RunGraph, times: np.ndarray) -> ReplayedRun:
+    """Step times and the breakdown of the slowest rank's window of every step."""
+    per_step = run.step_times(times)
+    slowest = {step: max(ranks.items(), key=lambda kv: kv[1]) for step, ranks in per_step.items() if ranks}
+    step_times = {step: value for step, (_, value) in slowest.items()}
+    wanted = {(rank, step) for step, (rank, _) in slowest.items()}
+    parts = [window_breakdown(run, times, rank, step) for rank, step in sorted(wanted, key=str)]
+    total = sum(p.window_us for p in parts) or 1.0
+    by_dim = defaultdict(float)
+    for p in parts:
+        for dim, value in p.exposed_by_dim_us.items():
+            by_dim[dim] += value
+    return ReplayedRun(
+        step_time_us=median(step_times.values()) if step_times else 0.0,
+        step_times_us=step_times,
+        compute_frac=sum(p.compute_us for p in parts) / total,
+        exposed_comm_frac=sum(p.exposed_us for p in parts) / total,
+        other_frac=sum(p.other_us for p in parts) / total,
+        idle_frac=sum(p.idle_us for p in parts) / total,
+        exposed_by_dim_frac={dim: by_dim.get(dim, 0.0) / total for dim in DIMENSIONS},
+    )
+
+
+def window_breakdown(run: RunGraph, times: np.ndarray, rank: int, step: int | None) -> StepBreakdown:
+    """Compute, exposed communication (by dimension), other and idle of one replayed window."""
+    lo, hi = run.window_bounds(times, rank, step)
+    result = StepBreakdown(window_us=(hi - lo) / 1000.0)
+    channels: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r, s_node, e_node, klass, dim in run.intervals:
+        if r != rank:
+            continue
+        s, e = max(times[s_node], lo), min(times[e_node], hi)
+        if e > s:
+            channels["comm:" + dimension_of(dim) if klass == "comm" else klass].append((s, e))
+    if not channels:
+        result.idle_us = result.window_us
+        return result
+    bounds = np.unique(
+        np.array([lo, hi] + [x for spans in channels.values() for span in spans for x in span])
+    )
+    lengths = np.diff(bounds)
+    active = {name: _active(bounds, spans) for name, spans in channels.items()}
+    zero = np.zeros(len(lengths))
+    compute = active.get("compute", zero) > 0
+    comm_count = sum((v for k, v in active.items() if k.startswith("comm:")), zero)
+    memory = active.get("memory", zero) > 0
+    exposed = (comm_count > 0) & ~compute
+    result.compute_us = float(lengths[compute].sum()) / 1000.0
+    result.exposed_us = float(lengths[exposed].sum()) / 1000.0
+    result.other_us = float(lengths[memory & ~compute & (comm_count == 0)].sum()) / 1000.0
+    busy = compute | (comm_count > 0) | memory
+    result.idle_us = result.window_us - float(lengths[busy].sum()) / 1000.0
+    share = np.divide(lengths, comm_count, out=np.zeros_like(lengths), where=exposed)
+    for name, count in active.items():
+        if name.startswith("comm:"):
+            result.exposed_by_dim_us[name[5:]] = float((share * count).sum()) / 1000.0
+    return result
+
+
+def _active(bounds: np.ndarray, spans: list[tuple[float, float]]) -> np.ndarray:
+    """How many spans cover each elementary segment [bounds[i], bounds[i+1])."""
+    starts = np.searchsorted(bounds, [s for s, _ in spans])
+    ends = np.searchsorted(bounds, [e for _, e in spans])
+    delta = np.zeros(len(bounds) + 1)
+    np.add.at(delta, starts, 1)
+    np.add.at(delta, ends, -1)
+    return np.cumsum(delta)[: len(bounds) - 1]

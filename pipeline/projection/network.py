@@ -1,0 +1,171 @@
+"""The network model a projection times collectives with: alpha-beta over ring and tree algorithms.
+
+time(op, bytes, n) = latency x steps(op, n) + bytes x f(op, n) / busbw, with f the nccl-tests
+bus-bandwidth factor (so busbw is what nccl-tests prints) and steps the algorithm's sequential
+hops: ring all_gather / reduce_scatter / all_to_all n-1; all_reduce the fewer of the ring's
+2(n-1) and the tree's 2 ceil(log2 n) (NCCL picks the faster; equal bandwidth assumed);
+broadcast / reduce ceil(log2 n); send / recv 1. A group on one node uses the intra-node level;
+a group spanning nodes (n > devices per node) is bound by the inter-node level.
+
+Levels come from a network file (TOML, see docs/projection.md) or are fitted, per op and level,
+by least squares on the warehouse's `network_curves` (nccl-tests output, `tracehouse calibrate`,
+and the measured collective instances of the runs).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from tracehouse.pipeline.common.errors import TracehouseError
+
+LEVELS = ("intra_node", "inter_node")
+# Points fitted per op; an op without its own points borrows all_reduce's level.
+FALLBACK_OP = "all_reduce"
+
+
+def bus_factor(op: str | None, n: int) -> float:
+    """nccl-tests' busbw / algbw factor."""
+    if n <= 1:
+        return 0.0
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return (n - 1) / n
+    return 1.0
+
+
+def latency_steps(op: str | None, n: int) -> float:
+    """Sequential hops of the algorithm (see the module docstring)."""
+    if n <= 1:
+        return 0.0
+    if op == "all_reduce":
+        return float(min(2 * (n - 1), 2 * math.ceil(math.log2(n))))
+    if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return float(n - 1)
+    if op in ("broadcast", "reduce"):
+        return float(math.ceil(math.log2(n)))
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Link:
+    """One level of the network: bus bandwidth (GB/s, nccl-tests' busbw) and per-hop latency."""
+
+    busbw_gbps: float
+    latency_us: float
+
+    def time_us(self, op: str | None, size: float, n: int) -> float:
+        if n <= 1:
+            return 0.0
+        bandwidth = size * bus_factor(op, n) / (self.busbw_gbps * 1e3) if self.busbw_gbps > 0 else math.inf
+        return self.latency_us * latency_steps(op, n) + bandwidth
+
+
+@dataclass(frozen=True)
+class NetworkModel:
+    """Links per (op, level); `default` per level answers ops without their own fit."""
+
+    devices_per_node: int
+    links: dict[tuple[str, str], Link] = field(default_factory=dict)
+    source: str = ""
+
+    def level(self, n: int) -> str:
+        return "intra_node" if n <= self.devices_per_node else "inter_node"
+
+    def link(self, op: str | None, n: int) -> Link | None:
+        level = self.level(n)
+        for key in ((op or "", level), (FALLBACK_OP, level), ("*", level)):
+            if key in self.links:
+                return self.links[key]
+        other = "inter_node" if level == "intra_node" else "intra_node"
+        for key in ((op or "", other), (FALLBACK_OP, other), ("*", other)):
+            if key in self.links:
+                return self.links[key]
+        return None
+
+    def time_us(self, op: str | None, size: float, n: int) -> float | None:
+        """The modelled transfer time, None when no level answers."""
+        link = self.link(op, n)
+        return None if link is None else link.time_us(op, size, n)
+
+
+def load_network_file(path: Path) -> NetworkModel:
+    """A network description (TOML): devices_per_node and [intra_node] / [inter_node] levels."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise TracehouseError(f"{path}: cannot read the network file: {exc}") from exc
+    links = {}
+    for level in LEVELS:
+        table = data.get(level)
+        if table is None:
+            continue
+        try:
+            link = Link(busbw_gbps=float(table["busbw_gbps"]), latency_us=float(table.get("latency_us", 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TracehouseError(f"{path}: [{level}] needs busbw_gbps (GB/s) and latency_us (µs)") from exc
+        if link.busbw_gbps <= 0 or link.latency_us < 0:
+            raise TracehouseError(f"{path}: [{level}] busbw_gbps must be > 0 and latency_us >= 0")
+        links[("*", level)] = link
+    if not links:
+        raise TracehouseError(f"{path}: no [intra_node] or [inter_node] level")
+    per_node = data.get("devices_per_node", 8)
+    if not isinstance(per_node, int) or per_node < 1:
+        raise TracehouseError(f"{path}: devices_per_node must be a positive integer")
+    return NetworkModel(devices_per_node=per_node, links=links, source=str(path))
+
+
+def fit_link(points: list[tuple[str, float, int, float]]) -> Link | None:
+    """Least squares of time = latency x steps + bytes x f / busbw over (op, bytes, n, time_us)."""
+    rows = [(latency_steps(op, n), size * bus_factor(op, n) / 1e3, t) for op, size, n, t in points if n > 1]
+    if not rows:
+        return None
+    a = np.array([[r[0], r[1]] for r in rows])
+    y = np.array([r[2] for r in rows])
+    solution = _nonnegative_lstsq(a, y)
+    latency, inverse_bw = solution
+    if inverse_bw <= 0:
+        return None
+    return Link(busbw_gbps=1.0 / inverse_bw, latency_us=latency)
+
+
+def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Two-unknown least squares with both unknowns kept >= 0 (a zero column drops out)."""
+    best = None
+    for keep in ((0, 1), (1,), (0,)):
+        cols = a[:, keep]
+        if not np.any(cols):
+            continue
+        x, *_ = np.linalg.lstsq(cols, y, rcond=None)
+        if np.any(x < 0):
+            continue
+        full = np.zeros(2)
+        full[list(keep)] = x
+        residual = float(np.sum((a @ full - y) ** 2))
+        if best is None or residual < best[0]:
+            best = (residual, full)
+    return (0.0, 0.0) if best is None else (float(best[1][0]), float(best[1][1]))
+
+
+def calibrated_network(
+    connection: duckdb.DuckDBPyConnection, *, study: str, run_id: str, devices_per_node: int
+) -> NetworkModel:
+    """Fit each op and level on `network_curves`: nccl-tests files, calibrate sweeps, and this
+    run's own measured instances (other runs' instances are left out: another study's machine)."""
+    rows = connection.execute(
+        """SELECT op, bytes, ranks, coalesce(nodes, 1), time_us FROM network_curves
+           WHERE time_us > 0 AND bytes > 0 AND ranks > 1 AND coalesce(in_place, false) = false
+             AND (source <> 'trace' OR (study = ? AND run_id = ?))""",
+        [study, run_id],
+    ).fetchall()
+    grouped: dict[tuple[str, str], list] = {}
+    for op, size, ranks, nodes, time_us in rows:
+        level = "intra_node" if nodes <= 1 else "inter_node"
+        grouped.setdefault((op, level), []).append((op, float(size), int(ranks), float(time_us)))
+    links = {key: link for key, points in grouped.items() if (link := fit_link(points)) is not None}
+    return NetworkModel(devices_per_node=devices_per_node, links=links, source="network_curves")

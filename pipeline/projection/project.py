@@ -1,0 +1,224 @@
+"""Project a measured run to other world sizes under a scenario, and check the replay itself.
+
+`project_run` replays the run once with its measured durations (the identity check: the replayed
+step times against the measured ones), then once per world size with the scenario's weights; each
+point is summarized by the METHODOLOGY breakdown of the replayed steps. `store_projections`
+writes the rows into the warehouse's `projections` table, replacing earlier rows of the same
+run and scenario in one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from statistics import median
+from typing import Any
+
+import duckdb
+from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
+from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
+from tracehouse.pipeline.projection.network import NetworkModel
+from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
+from tracehouse.pipeline.projection.timeline import RunFacts, load_run
+
+# The knee: the first world size whose marginal throughput per added device is below this share
+# of the measured throughput per device (the ideal marginal of a perfectly scaling run).
+KNEE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """The replay with the measured durations against the measured step times (slowest rank)."""
+
+    steps: dict[int | None, tuple[float, float]]  # step -> (measured µs, replayed µs)
+
+    @property
+    def errors(self) -> list[float]:
+        return [abs(r - m) / m for m, r in self.steps.values() if m > 0]
+
+    @property
+    def median_error(self) -> float:
+        return median(self.errors) if self.errors else 0.0
+
+    @property
+    def max_error(self) -> float:
+        return max(self.errors, default=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectedPoint:
+    """One row of `projections`."""
+
+    study: str
+    run_id: str
+    scenario: str
+    assumptions: str
+    world_size: int
+    measured_world_size: int
+    step_time_us: float
+    measured_step_time_us: float | None
+    tokens_per_s: float | None
+    tokens_per_s_per_device: float | None
+    scaling_efficiency: float | None
+    marginal_tokens_per_s_per_device: float | None
+    knee: bool
+    compute_frac: float
+    exposed_comm_frac: float
+    other_frac: float
+    idle_frac: float
+    exposed_comm_dp_frac: float
+    exposed_comm_tp_frac: float
+    exposed_comm_pp_frac: float
+    exposed_comm_other_frac: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunProjection:
+    """A run's identity check and its projected points, in world-size order."""
+
+    facts: RunFacts
+    identity: IdentityCheck
+    points: list[ProjectedPoint] = field(default_factory=list)
+
+    @property
+    def knee(self) -> int | None:
+        return next((p.world_size for p in self.points if p.knee), None)
+
+
+def identity_check(run: RunGraph, measured_windows: dict[int | None, dict[int, float]]) -> IdentityCheck:
+    """Replay with every measured duration and compare each step's slowest window."""
+    times = run.graph.replay(run.graph.measured_weights(run.transfer_ns))
+    replayed = run.step_times(times)
+    steps = {}
+    for step, ranks in measured_windows.items():
+        if step in replayed and replayed[step]:
+            steps[step] = (max(ranks.values()), max(replayed[step].values()))
+    return IdentityCheck(steps)
+
+
+def project_run(
+    connection: duckdb.DuckDBPyConnection,
+    *,
+    study: str,
+    run_id: str,
+    world_sizes: list[int],
+    scenario: Scenario,
+    scenario_name: str,
+    network: NetworkModel | None,
+) -> RunProjection:
+    """The run's identity check and its projection at each world size (the measured one added)."""
+    timeline = load_run(connection, study, run_id)
+    run = build_run_graph(timeline)
+    measured: dict[int | None, dict[int, float]] = {}
+    for rank, step, _, window_us in timeline.windows.iter_rows():
+        measured.setdefault(step, {})[rank] = window_us
+    identity = identity_check(run, measured)
+    facts = timeline.facts
+    measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
+    sizes = sorted({facts.world_size, *world_sizes})
+    replays = []
+    for size in sizes:
+        layout = layout_for(facts, size)
+        times = run.graph.replay(edge_weights(run, layout, scenario, network))
+        replays.append((layout, summarize(run, times)))
+    points = _points(facts, scenario, scenario_name, network, replays, measured_step)
+    return RunProjection(facts, identity, points)
+
+
+def _points(
+    facts: RunFacts,
+    scenario: Scenario,
+    name: str,
+    network: NetworkModel | None,
+    replays: list[tuple[Layout, ReplayedRun]],
+    measured_step: float | None,
+) -> list[ProjectedPoint]:
+    """Rows with throughput, efficiency against the measured point, marginal throughput and knee."""
+    tokens = facts.tokens_per_step
+
+    def throughput(layout: Layout, step_us: float) -> float | None:
+        if tokens is None or step_us <= 0:
+            return None
+        per_step = tokens * (layout.dp_new / layout.dp if scenario.weak_scaling else 1.0)
+        return per_step / (step_us / 1e6)
+
+    base_tps = None
+    if measured_step and tokens:
+        base_tps = tokens / (measured_step / 1e6)
+    base_per_device = base_tps / facts.world_size if base_tps else None
+    rows: list[ProjectedPoint] = []
+    previous: tuple[int, float] | None = (facts.world_size, base_tps) if base_tps else None
+    knee_found = False
+    for layout, replayed in replays:
+        size = layout.world_size_new
+        tps = throughput(layout, replayed.step_time_us)
+        efficiency = (tps / base_tps) / (size / facts.world_size) if tps and base_tps else None
+        marginal = None
+        if tps is not None and previous is not None and size > previous[0]:
+            marginal = (tps - previous[1]) / (size - previous[0])
+        knee = bool(
+            not knee_found
+            and marginal is not None
+            and base_per_device
+            and marginal < KNEE_SHARE * base_per_device
+        )
+        knee_found = knee_found or knee
+        if tps is not None and size >= facts.world_size:
+            previous = (size, tps)
+        by_dim = replayed.exposed_by_dim_frac
+        rows.append(
+            ProjectedPoint(
+                study=facts.study,
+                run_id=facts.run_id,
+                scenario=name,
+                assumptions=scenario.describe(network),
+                world_size=size,
+                measured_world_size=facts.world_size,
+                step_time_us=replayed.step_time_us,
+                measured_step_time_us=measured_step if size == facts.world_size else None,
+                tokens_per_s=tps,
+                tokens_per_s_per_device=tps / size if tps is not None else None,
+                scaling_efficiency=efficiency,
+                marginal_tokens_per_s_per_device=marginal,
+                knee=knee,
+                compute_frac=replayed.compute_frac,
+                exposed_comm_frac=replayed.exposed_comm_frac,
+                other_frac=replayed.other_frac,
+                idle_frac=replayed.idle_frac,
+                **{f"exposed_comm_{dim}_frac": by_dim.get(dim, 0.0) for dim in DIMENSIONS},
+            )
+        )
+    return rows
+
+
+def projections_ddl() -> str:
+    """The `projections` table's definition (sql/raw/projections.sql)."""
+    return resources.files("tracehouse.sql").joinpath("raw/projections.sql").read_text(encoding="utf-8")
+
+
+def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[RunProjection]) -> int:
+    """Replace the rows of each (run, scenario) projected; returns the number of rows written."""
+    connection.execute(projections_ddl())
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = [p for projection in projections for p in projection.points]
+    columns = list(ProjectedPoint.__dataclass_fields__) + ["created_at"]
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        for key in {(p.study, p.run_id, p.scenario) for p in rows}:
+            connection.execute(
+                "DELETE FROM projections WHERE study = ? AND run_id = ? AND scenario = ?", list(key)
+            )
+        placeholders = ", ".join("?" for _ in columns)
+        connection.executemany(
+            f"INSERT INTO projections ({', '.join(columns)}) VALUES ({placeholders})",
+            [[*asdict(p).values(), now] for p in rows],
+        )
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return len(rows)

@@ -1,0 +1,156 @@
+"""Scenarios: what a projection changes before it replays a run, as one weight per graph edge.
+
+* compute: `compute_speedup` divides every compute cost, `matmul_speedup` the matmul/attention
+  kernels once more; `memory_speedup` divides copies and memsets;
+* network: collective transfers come from the network model (a file, or the calibration fit) at
+  the projected group size; `ideal_network` makes every transfer zero (waits for slower ranks
+  remain: they are arrival spread, not network);
+* data-parallel world size (strong scaling at fixed global batch by default, weak scaling at fixed
+  per-device batch): forward/backward compute scales with the tokens per device; optimizer work
+  stays per device under DDP (replicated) and shrinks with the shard under FSDP; data-parallel
+  collectives keep their bytes (DDP's gradient all-reduce; FSDP's all-gather and reduce-scatter of
+  each unit, recorded at the unit's full size) and span the new data-parallel degree; tensor- and
+  pipeline-parallel collectives keep their group and carry activations, which follow the tokens
+  per device. Host gaps and launch delays never change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.projection.build import RunGraph
+from tracehouse.pipeline.projection.graph import Cost, Phase
+from tracehouse.pipeline.projection.network import NetworkModel
+from tracehouse.pipeline.projection.timeline import RunFacts
+
+DATA_PARALLEL_DIMS = frozenset({"dp", "dp_shard", "dp_replicate", "world"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """What changes; the defaults change nothing but the world size."""
+
+    compute_speedup: float = 1.0
+    matmul_speedup: float = 1.0
+    memory_speedup: float = 1.0
+    ideal_network: bool = False
+    weak_scaling: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("compute_speedup", "matmul_speedup", "memory_speedup"):
+            if not getattr(self, name) > 0:
+                raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
+
+    def describe(self, network: NetworkModel | None) -> str:
+        """The assumptions in words (stored with every projection, printed by the report)."""
+        parts = [
+            "weak scaling (fixed per-device batch)"
+            if self.weak_scaling
+            else "strong scaling (fixed global batch)"
+        ]
+        if self.compute_speedup != 1:
+            parts.append(f"compute x{self.compute_speedup:g}")
+        if self.matmul_speedup != 1:
+            parts.append(f"matmul/attention x{self.matmul_speedup:g}")
+        if self.memory_speedup != 1:
+            parts.append(f"copies x{self.memory_speedup:g}")
+        if self.ideal_network:
+            parts.append("ideal network (zero transfer time)")
+        elif network is not None:
+            parts.append(f"network from {network.source}, {network.devices_per_node} devices per node")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The measured run's degrees and the projected data-parallel degree."""
+
+    strategy: str | None
+    world_size: int
+    dp: int
+    model_parallel: int  # tp x pp
+    dp_new: int
+
+    @property
+    def world_size_new(self) -> int:
+        return self.dp_new * self.model_parallel
+
+    @property
+    def sharded_optimizer(self) -> bool:
+        return bool(self.strategy) and self.strategy.startswith("fsdp")
+
+
+def layout_for(facts: RunFacts, world_size: int) -> Layout:
+    """The projected layout: the world grows along data parallelism only."""
+    tp, pp = facts.tp or 1, facts.pp or 1
+    dp = facts.dp or max(1, facts.world_size // (tp * pp))
+    if world_size % (tp * pp):
+        raise TracehouseError(
+            f"world size {world_size} is not a multiple of the run's tp x pp = {tp * pp} "
+            f"({facts.study}/{facts.run_id})"
+        )
+    return Layout(facts.strategy, facts.world_size, dp, tp * pp, world_size // (tp * pp))
+
+
+def edge_weights(
+    run: RunGraph, layout: Layout, scenario: Scenario, network: NetworkModel | None
+) -> np.ndarray:
+    """One weight per edge of the run's graph under the scenario (ns)."""
+    g = run.graph
+    tokens = 1.0 if scenario.weak_scaling else layout.dp / layout.dp_new
+    optimizer = layout.dp / layout.dp_new if layout.sharded_optimizer else 1.0
+    phase_factor = np.where(g.phase == Phase.OPTIMIZER, optimizer, tokens)
+    factor = np.ones(len(g.cost))
+    factor[g.cost == Cost.COMPUTE_MATMUL] = 1.0 / (scenario.compute_speedup * scenario.matmul_speedup)
+    factor[g.cost == Cost.COMPUTE_OTHER] = 1.0 / scenario.compute_speedup
+    factor[g.cost == Cost.MEMORY] = 1.0 / scenario.memory_speedup
+    compute_like = np.isin(g.cost, (Cost.COMPUTE_MATMUL, Cost.COMPUTE_OTHER, Cost.MEMORY))
+    factor[compute_like] *= phase_factor[compute_like]
+    weights = g.fixed + g.base * factor
+    transfer = instance_transfers(run, layout, scenario, network, tokens)
+    is_transfer = g.cost == Cost.TRANSFER
+    weights[is_transfer] = g.fixed[is_transfer] + transfer[g.instance[is_transfer]]
+    local = g.cost == Cost.COMM_LOCAL
+    if scenario.ideal_network:
+        weights[local] = g.fixed[local]
+    return weights
+
+
+def instance_transfers(
+    run: RunGraph, layout: Layout, scenario: Scenario, network: NetworkModel | None, tokens: float
+) -> np.ndarray:
+    """Each matched instance's transfer (ns) under the scenario."""
+    inst = run.instances
+    out = np.array(run.transfer_ns, dtype=np.float64)
+    if scenario.ideal_network:
+        return np.zeros_like(out)
+    for i, measured in enumerate(inst.transfer_ns):
+        n = inst.group_size[i] or len(inst.members[i])
+        data_parallel = is_data_parallel(inst.dim[i], layout)
+        if data_parallel:
+            n_new = (
+                layout.world_size_new if inst.dim[i] == "world" else max(1, n * layout.dp_new // layout.dp)
+            )
+            size = float(inst.bytes[i] or 0)
+        else:
+            n_new, size = n, float(inst.bytes[i] or 0) * tokens
+        modelled = network.time_us(inst.op[i], size, n_new) if network is not None and size > 0 else None
+        if modelled is not None:
+            out[i] = modelled * 1e3
+        elif not data_parallel:
+            out[i] = measured * tokens
+        elif n_new != n:
+            raise TracehouseError(
+                f"no network calibration for {inst.op[i]} across {n_new} ranks: ingest nccl-tests output "
+                "(or `tracehouse calibrate`), or pass --network FILE"
+            )
+    return out
+
+
+def is_data_parallel(dim: str, layout: Layout) -> bool:
+    """Whether an instance's group grows with the data-parallel degree."""
+    if dim in DATA_PARALLEL_DIMS:
+        return True
+    return dim == "unknown" and layout.model_parallel == 1
