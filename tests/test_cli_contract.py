@@ -9,11 +9,13 @@ import sys
 from support.testdata import REPO
 from tracehouse.pipeline.cli.main import build_parser
 
-# The design card's public interface (../shared/DESIGN.md); calibrate and project are still to come.
+# The design card's public interface (../shared/DESIGN.md); project is still to come.
 DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze", "diff", "calibrate", "project"}
-BUILT = {"collect", "ingest", "query", "report", "analyze", "diff"}
+BUILT = {"collect", "ingest", "query", "report", "analyze", "diff", "calibrate"}
 # Commands whose README usage row lists every option they accept.
-FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff")
+FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff", "calibrate")
+# The design card's usage lines of built commands whose required options are exactly these.
+DESIGN_USAGE = {"calibrate": "tracehouse calibrate --world-size N --out DIR"}
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -48,6 +50,18 @@ def test_readme_usage_lists_every_option() -> None:
         usage = " ".join(line for line in readme if line.startswith(f"| `tracehouse {name} "))
         for strings in _options(parser):
             assert any(s in usage for s in strings), f"README's `tracehouse {name}` row lacks {strings[-1]}"
+
+
+def test_usage_matches_the_design_card() -> None:
+    readme = (REPO / "README.md").read_text()
+    for name, usage in DESIGN_USAGE.items():
+        parser = _subcommands()[name]
+        required = [
+            (a.option_strings[-1], a.metavar) for a in parser._actions if a.option_strings and a.required
+        ]
+        words = usage.split()[2:]  # --flag METAVAR pairs
+        assert required == list(zip(words[::2], words[1::2], strict=True)), name
+        assert f"| `{usage}" in readme, f"README's `tracehouse {name}` row does not start with `{usage}`"
 
 
 def test_analyze_accepts_every_option_of_ingest() -> None:

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.report",
     "tracehouse.pipeline.cli.analyze",
     "tracehouse.pipeline.cli.diff",
+    "tracehouse.pipeline.cli.calibrate",
 )
 # Exit status of an unexpected exception (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR = 70

@@ -1,0 +1,92 @@
+"""`tracehouse calibrate`: a real collective sweep under torchrun, written in the nccl-tests layout."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tracehouse.collectors.calibrate.launch import resolve_backend, run_calibration
+from tracehouse.collectors.calibrate.spec import (
+    DEFAULT_ITERS,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_WARMUP,
+    OPS,
+    default_spec,
+)
+from tracehouse.pipeline.common.errors import TracehouseError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `calibrate` subcommand."""
+    p = sub.add_parser(
+        "calibrate",
+        help="measure the collectives under torchrun, written as nccl-tests output",
+        description="Run all_reduce, all_gather, reduce_scatter, alltoall, broadcast and sendrecv under a "
+        "real torchrun (gloo on CPU, NCCL on GPUs) over sizes doubling from --min-bytes to --max-bytes, and "
+        "write one file per op into OUT in the nccl-tests layout (all_reduce_perf.txt, ...), which "
+        "`tracehouse ingest OUT` reads like real nccl-tests output, plus calibration.json.",
+    )
+    p.add_argument("--world-size", type=int, required=True, metavar="N", help="number of ranks")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    p.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default="auto",
+        help="process group backend (default auto: nccl when CUDA GPUs are available, else gloo)",
+    )
+    p.add_argument(
+        "--min-bytes", type=int, metavar="B", help="smallest size (default 1024, or 4 bytes per rank)"
+    )
+    p.add_argument(
+        "--max-bytes", type=int, metavar="B", help="largest size (default 4 MiB on gloo, 1 GiB on nccl)"
+    )
+    p.add_argument(
+        "--iters",
+        type=int,
+        default=DEFAULT_ITERS,
+        help=f"timed iterations per size (default {DEFAULT_ITERS})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=DEFAULT_WARMUP,
+        help=f"untimed iterations first (default {DEFAULT_WARMUP})",
+    )
+    p.add_argument("--ops", metavar="LIST", help=f"comma-separated subset of {','.join(OPS)} (default all)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds for the whole sweep (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Build the sweep from the flags, run it, print one line per op and where the files are."""
+    ops = tuple(op.strip() for op in args.ops.split(",") if op.strip()) if args.ops else tuple(OPS)
+    try:
+        spec = default_spec(
+            world_size=args.world_size,
+            backend=resolve_backend(args.backend),
+            min_bytes=args.min_bytes,
+            max_bytes=args.max_bytes,
+            iters=args.iters,
+            warmup=args.warmup,
+            ops=ops,
+            timeout_s=args.timeout,
+        )
+    except ValueError as exc:
+        raise TracehouseError(f"invalid calibration: {exc}") from exc
+    print(
+        f"calibrating {', '.join(spec.ops)} on {spec.backend} at world size {spec.world_size}, "
+        f"{len(spec.sizes())} sizes {spec.min_bytes}..{spec.max_bytes} B",
+        flush=True,
+    )
+    report = run_calibration(spec, args.out, on_progress=lambda line: print(line, flush=True))
+    skipped = f"; skipped {', '.join(report.skipped)} (why: calibration.json)" if report.skipped else ""
+    print(
+        f"wrote {len(report.files)} nccl-tests file(s) and calibration.json to {report.out_dir} "
+        f"in {report.wall_s:.1f} s{skipped}"
+    )
+    return 0
