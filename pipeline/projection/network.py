@@ -15,12 +15,12 @@ and the measured collective instances of the runs).
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import numpy as np
+import tomllib
 from tracehouse.pipeline.common.errors import TracehouseError
 
 LEVELS = ("intra_node", "inter_node")

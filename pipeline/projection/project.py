@@ -95,7 +95,7 @@ def identity_check(run: RunGraph, measured_windows: dict[int | None, dict[int, f
     replayed = run.step_times(times)
     steps = {}
     for step, ranks in measured_windows.items():
-        if step in replayed and replayed[step]:
+        if replayed.get(step):
             steps[step] = (max(ranks.values()), max(replayed[step].values()))
     return IdentityCheck(steps)
 
@@ -205,7 +205,7 @@ def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[R
     connection.execute(projections_ddl())
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [p for projection in projections for p in projection.points]
-    columns = list(ProjectedPoint.__dataclass_fields__) + ["created_at"]
+    columns = [*ProjectedPoint.__dataclass_fields__, "created_at"]
     connection.execute("BEGIN TRANSACTION")
     try:
         for key in {(p.study, p.run_id, p.scenario) for p in rows}:
