@@ -9,18 +9,21 @@ run and scenario in one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
+from pathlib import Path
 from statistics import median
 from typing import Any
 
 import duckdb
+from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
-from tracehouse.pipeline.projection.network import NetworkModel
+from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
-from tracehouse.pipeline.projection.timeline import RunFacts, load_run
+from tracehouse.pipeline.projection.timeline import RunFacts, load_run, run_facts
 
 # The knee: the first world size whose marginal throughput per added device is below this share
 # of the measured throughput per device (the ideal marginal of a perfectly scaling run).
@@ -222,3 +225,59 @@ def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[R
         connection.execute("ROLLBACK")
         raise
     return len(rows)
+
+
+def project_study(
+    warehouse_dir: Path,
+    *,
+    study: str,
+    run_id: str | None,
+    world_sizes: list[int],
+    scenario: Scenario,
+    scenario_name: str,
+    network_file: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[RunProjection]:
+    """Project one run, or every run of the study, and store the points in `projections`."""
+    from tracehouse.pipeline.reading import open_reader
+    from tracehouse.pipeline.warehouse import connect
+
+    network_from_file = load_network_file(network_file) if network_file is not None else None
+    results = []
+    with open_reader(warehouse_dir) as connection:
+        runs = [run_id] if run_id is not None else study_runs(connection, study)
+        for run in runs:
+            facts = run_facts(connection, study, run)
+            network = network_from_file or calibrated_network(
+                connection, study=study, run_id=run, devices_per_node=facts.devices_per_node or 8
+            )
+            if progress is not None:
+                progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
+            results.append(
+                project_run(
+                    connection,
+                    study=study,
+                    run_id=run,
+                    world_sizes=world_sizes,
+                    scenario=scenario,
+                    scenario_name=scenario_name,
+                    network=network,
+                )
+            )
+    with connect(warehouse_dir) as connection:
+        store_projections(connection, results)
+    return results
+
+
+def study_runs(connection: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """The runs of a study that have step windows; none is a WarehouseError naming the study."""
+    runs = [
+        r
+        for (r,) in connection.execute(
+            "SELECT DISTINCT run_id FROM step_breakdown WHERE study = ? ORDER BY run_id", [study]
+        ).fetchall()
+    ]
+    if not runs:
+        known = [s for (s,) in connection.execute("SELECT DISTINCT study FROM runs ORDER BY 1").fetchall()]
+        raise WarehouseError(f"no run with steps in study {study!r} (studies: {', '.join(known) or 'none'})")
+    return runs

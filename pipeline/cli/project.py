@@ -1,0 +1,158 @@
+"""`tracehouse project`: replay measured runs and project their steps to other world sizes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.projection.project import RunProjection, project_study
+from tracehouse.pipeline.projection.scenario import Scenario
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `project` subcommand."""
+    p = sub.add_parser(
+        "project",
+        help="replay measured runs and project them to more devices, a faster network or faster GPUs",
+        description="Replay each run's steps from their dependencies and durations (checked against the "
+        "measured step times), then again under a scenario at each world size, growing data "
+        "parallelism. Collective transfers come from --network FILE or from a fit of the warehouse's "
+        "network_curves (nccl-tests output, tracehouse calibrate, the runs' own collectives). Stores the "
+        "points in the projections table and prints them with the knee: the smallest world size at which "
+        "an added device brings less than half the measured throughput per device.",
+    )
+    p.add_argument("--warehouse", required=True, type=Path, metavar="DIR", help="warehouse directory")
+    p.add_argument("--study", required=True, metavar="S", help="the study")
+    p.add_argument("--run", metavar="R", help="one run (default: every run of the study)")
+    p.add_argument(
+        "--world-sizes",
+        required=True,
+        type=world_sizes,
+        metavar="16,32,...",
+        help="world sizes to project to",
+    )
+    p.add_argument(
+        "--network", type=Path, metavar="FILE", help="network description (TOML; docs/projection.md)"
+    )
+    p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F", help="every compute cost / F")
+    p.add_argument(
+        "--matmul-speedup", type=float, default=1.0, metavar="F", help="matmul/attention kernels / F more"
+    )
+    p.add_argument("--memory-speedup", type=float, default=1.0, metavar="F", help="copies and memsets / F")
+    p.add_argument("--ideal-network", action="store_true", help="zero transfer time for every collective")
+    p.add_argument(
+        "--weak-scaling", action="store_true", help="fixed per-device batch (default: fixed global)"
+    )
+    p.add_argument(
+        "--scenario", metavar="NAME", help="name stored with the points (default: from the options)"
+    )
+    p.add_argument("--json", action="store_true", help="print the projections as JSON")
+    p.set_defaults(handler=handle)
+
+
+def world_sizes(text: str) -> list[int]:
+    """Comma-separated positive integers."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise argparse.ArgumentTypeError(f"world sizes must be positive integers: {text!r}")
+    return sizes
+
+
+def scenario_name(args: argparse.Namespace) -> str:
+    """A short name from the options that change something."""
+    parts = []
+    if args.compute_speedup != 1:
+        parts.append(f"compute-x{args.compute_speedup:g}")
+    if args.matmul_speedup != 1:
+        parts.append(f"matmul-x{args.matmul_speedup:g}")
+    if args.memory_speedup != 1:
+        parts.append(f"copies-x{args.memory_speedup:g}")
+    if args.ideal_network:
+        parts.append("ideal-network")
+    elif args.network is not None:
+        parts.append(f"network-{args.network.stem}")
+    if args.weak_scaling:
+        parts.append("weak")
+    return "+".join(parts) or "baseline"
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Project, store, print."""
+    if args.network is not None and not args.network.is_file():
+        raise TracehouseError(f"{args.network}: no such network file")
+    try:
+        scenario = Scenario(
+            compute_speedup=args.compute_speedup,
+            matmul_speedup=args.matmul_speedup,
+            memory_speedup=args.memory_speedup,
+            ideal_network=args.ideal_network,
+            weak_scaling=args.weak_scaling,
+        )
+    except TracehouseError as exc:
+        raise TracehouseError(f"invalid scenario: {exc}") from exc
+    results = project_study(
+        args.warehouse,
+        study=args.study,
+        run_id=args.run,
+        world_sizes=args.world_sizes,
+        scenario=scenario,
+        scenario_name=args.scenario or scenario_name(args),
+        network_file=args.network,
+        progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
+    )
+    if args.json:
+        print(json.dumps([to_json(r) for r in results], indent=1))
+    else:
+        for result in results:
+            print("\n".join(render(result)))
+    return 0
+
+
+def to_json(result: RunProjection) -> dict:
+    """One run's projection as JSON."""
+    return {
+        "study": result.facts.study,
+        "run_id": result.facts.run_id,
+        "identity": {
+            "median_error": result.identity.median_error,
+            "max_error": result.identity.max_error,
+            "steps": [
+                {"step": step, "measured_us": m, "replayed_us": r}
+                for step, (m, r) in result.identity.steps.items()
+            ],
+        },
+        "knee_world_size": result.knee,
+        "points": [p.to_dict() for p in result.points],
+    }
+
+
+def render(result: RunProjection) -> list[str]:
+    """One run's projection as aligned text."""
+    f = result.facts
+    identity = result.identity
+    lines = [
+        f"{f.study}/{f.run_id} (measured at {f.world_size} device(s)): replay of the measured steps within "
+        f"{100 * identity.median_error:.2f} % median, {100 * identity.max_error:.2f} % max",
+        "   devices    step ms  tok/s/dev    eff  compute  exposed   idle",
+    ]
+    for p in result.points:
+        tps = f"{p.tokens_per_s_per_device:10.1f}" if p.tokens_per_s_per_device is not None else f"{'-':>10}"
+        eff = f"{p.scaling_efficiency:6.2f}" if p.scaling_efficiency is not None else f"{'-':>6}"
+        mark = "  <- knee" if p.knee else ""
+        lines.append(
+            f"  {p.world_size:8d} {p.step_time_us / 1000:10.2f} {tps} {eff} {100 * p.compute_frac:7.1f}% "
+            f"{100 * p.exposed_comm_frac:7.1f}% {100 * p.idle_frac:5.1f}%{mark}"
+        )
+    if result.points:
+        lines.append(f"  assumptions: {result.points[0].assumptions}")
+    knee = result.knee
+    lines.append(
+        f"  knee: {knee} devices" if knee else "  knee: none in the projected range (every added device pays)"
+    )
+    return lines
