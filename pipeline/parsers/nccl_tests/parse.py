@@ -60,6 +60,7 @@ class _Test:
     header: bool = False
     ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (host, device name)
     columns: Columns | None = None
+    row_fields: int | None = None  # fields of the table's first row: every row has as many
     points: list[NcclPoint] = field(default_factory=list)
     avg_busbw_gbps: float | None = None
     ended: bool = False
@@ -139,7 +140,14 @@ class _Reader:
         if test.columns is None or test.ended:
             self.headless_row = self.headless_row or number
             return
+        if test.row_fields is not None and len(fields) != test.row_fields:
+            raise InputFileError(
+                self.path,
+                f"line {number}: a result row of {len(fields)} fields where the rows above it have "
+                f"{test.row_fields}",
+            )
         test.points.extend(read_row(self.path, number, fields, test.columns))
+        test.row_fields = len(fields)
 
 
 def parse_nccl_tests(path: str | Path) -> NcclTestsResult:
