@@ -9,6 +9,7 @@ OUT/ after a sweep:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -190,10 +191,7 @@ def report_json(
         "files": files,
         "skipped": result.skipped,
         "method": METHOD,
-        "ranks": [
-            {"rank": r.rank, "host": r.host, "pid": r.pid, "device": r.device, "name": r.name}
-            for r in result.ranks
-        ],
+        "ranks": [dataclasses.asdict(rank) for rank in result.ranks],
         **run,
     }
 
