@@ -143,39 +143,38 @@ placed AS MATERIALIZED (
         ON a.rule = 'cpu' AND a.study = l.study AND a.run_id = l.run_id AND a.rank = l.rank
         AND a.process_group = l.process_group AND a.seq = l.seq
 ),
-context_events AS MATERIALIZED (
-    SELECT
-        study, run_id, rank, pid, tid,
-        CASE WHEN starts_with(name, 'Optimizer.') THEN 'optimizer' ELSE 'backward' END AS context,
-        ts_unix_ns AS start_ns,
-        max(ts_unix_ns + dur_ns) AS end_ns
-    FROM named
-    WHERE (
-        starts_with(name, 'Optimizer.step#') OR starts_with(name, 'Optimizer.zero_grad#')
-        OR starts_with(name, 'autograd::engine::evaluate_function:')
-        OR starts_with(name, 'FSDP::post_backward') OR starts_with(name, 'FSDP::root_post_backward')
-        OR regexp_full_match(name, 'Backward [0-9]+')
-    ) AND dur_ns > 0
-    GROUP BY ALL
-),
-context_threads AS MATERIALIZED (
-    -- an integer key per thread with context events: the window and the ASOF joins below then
-    -- partition by one integer, not five text keys
-    SELECT study, run_id, rank, pid, tid, row_number() OVER () AS thread_key
-    FROM (SELECT DISTINCT study, run_id, rank, pid, tid FROM context_events) AS t
+place_threads AS MATERIALIZED (
+    -- an integer key per thread some interval was issued from: the window and the ASOF joins
+    -- below then partition by one integer, not five text keys; context events on other threads
+    -- are never looked up
+    SELECT study, run_id, rank, place_pid AS pid, place_tid AS tid, CAST(row_number() OVER () AS INTEGER) AS thread_key
+    FROM (SELECT DISTINCT study, run_id, rank, place_pid, place_tid FROM placed WHERE place_ns IS NOT NULL) AS t
 ),
 contexts AS MATERIALIZED (
+    -- context_key: the thread's key, twice, plus one for optimizer events. Events starting at
+    -- the same instant share their reach (the window's default RANGE frame counts them all), so
+    -- the ASOF join below may pick any of them
     SELECT
-        t.thread_key, e.context, e.start_ns,
-        max(e.end_ns) OVER (PARTITION BY t.thread_key, e.context ORDER BY e.start_ns) AS reach_ns
-    FROM context_events AS e
-    JOIN context_threads AS t
+        2 * t.thread_key + CAST(starts_with(e.name, 'Optimizer.') AS INTEGER) AS context_key,
+        e.ts_unix_ns AS start_ns,
+        max(e.ts_unix_ns + e.dur_ns) OVER (
+            PARTITION BY 2 * t.thread_key + CAST(starts_with(e.name, 'Optimizer.') AS INTEGER)
+            ORDER BY e.ts_unix_ns
+        ) AS reach_ns
+    FROM named AS e
+    JOIN place_threads AS t
         ON e.study = t.study AND e.run_id = t.run_id AND e.rank = t.rank AND e.pid = t.pid AND e.tid = t.tid
+    WHERE (
+        starts_with(e.name, 'Optimizer.step#') OR starts_with(e.name, 'Optimizer.zero_grad#')
+        OR starts_with(e.name, 'autograd::engine::evaluate_function:')
+        OR starts_with(e.name, 'FSDP::post_backward') OR starts_with(e.name, 'FSDP::root_post_backward')
+        OR regexp_full_match(e.name, 'Backward [0-9]+')
+    ) AND e.dur_ns > 0
 ),
 placed_threads AS MATERIALIZED (
     SELECT p.*, t.thread_key
     FROM (SELECT DISTINCT study, run_id, rank, place_pid, place_tid, place_ns FROM placed) AS p
-    JOIN context_threads AS t
+    JOIN place_threads AS t
         ON p.study = t.study AND p.run_id = t.run_id AND p.rank = t.rank AND p.place_pid = t.pid
         AND p.place_tid = t.tid
 ),
@@ -195,14 +194,12 @@ autograd_threads AS (
 in_optimizer AS (
     SELECT p.study, p.run_id, p.rank, p.place_pid, p.place_tid, p.place_ns, c.reach_ns > p.place_ns AS inside
     FROM placed_threads AS p
-    ASOF JOIN (SELECT * FROM contexts WHERE context = 'optimizer') AS c
-        ON p.thread_key = c.thread_key AND p.place_ns >= c.start_ns
+    ASOF JOIN contexts AS c ON 2 * p.thread_key + 1 = c.context_key AND p.place_ns >= c.start_ns
 ),
 in_backward AS (
     SELECT p.study, p.run_id, p.rank, p.place_pid, p.place_tid, p.place_ns, c.reach_ns > p.place_ns AS inside
     FROM placed_threads AS p
-    ASOF JOIN (SELECT * FROM contexts WHERE context = 'backward') AS c
-        ON p.thread_key = c.thread_key AND p.place_ns >= c.start_ns
+    ASOF JOIN contexts AS c ON 2 * p.thread_key = c.context_key AND p.place_ns >= c.start_ns
 ),
 in_step AS (
     SELECT p.study, p.run_id, p.rank, p.place_ns, s.reach_ns > p.place_ns AS inside

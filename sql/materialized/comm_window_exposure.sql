@@ -19,7 +19,7 @@ CREATE OR REPLACE TABLE comm_window_exposure AS
 WITH windows AS MATERIALIZED (
     SELECT
         w.study, w.run_id, w.rank, w.window_no, w.step, w.start_ns, w.start_ns + w.window_ns AS end_ns,
-        dense_rank() OVER (ORDER BY w.study, w.run_id, w.rank) AS rank_key
+        CAST(dense_rank() OVER (ORDER BY w.study, w.run_id, w.rank) AS INTEGER) AS rank_key
     FROM window_breakdown AS w
     SEMI JOIN comm_intervals AS c ON w.study = c.study AND w.run_id = c.run_id AND w.rank = c.rank
     WHERE w.scope = 'step' AND w.window_ns > 0
