@@ -3,7 +3,9 @@
 -- ingested nccl-tests file (source 'nccl-tests'), and every measured collective instance of the
 -- traced runs (source 'trace': one row per instance, however many ranks took part; its time is
 -- transfer_us, the fastest rank's duration; ranks the group size, else the ranks seen; nodes the
--- run's nodes when the group spans the whole world or the run has one node, else NULL).
+-- run's nodes when the group spans the whole world or the run has one node, else NULL; op the
+-- ranks' op, send_recv for a point-to-point pair (send on one rank, recv on the other), NULL
+-- when the ranks disagree otherwise).
 CREATE OR REPLACE VIEW network_curves AS
 WITH measured AS (
     SELECT
@@ -19,7 +21,10 @@ WITH measured AS (
 instances AS (
     SELECT
         study, run_id, process_group, instance_no,
-        min(op) AS op,
+        CASE
+            WHEN count(DISTINCT op) = 1 THEN min(op)
+            WHEN count(DISTINCT op) = 2 AND bool_and(op IN ('send', 'recv')) THEN 'send_recv'
+        END AS op,
         min(dtype) AS dtype,
         CAST(coalesce(max(group_size), max(n_ranks)) AS INTEGER) AS ranks,
         max(bytes) AS bytes,
