@@ -9,13 +9,16 @@ import sys
 from support.testdata import REPO
 from tracehouse.pipeline.cli.main import build_parser
 
-# The design card's public interface (../shared/DESIGN.md); project is still to come.
+# The design card's public interface (../shared/DESIGN.md).
 DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze", "diff", "calibrate", "project"}
-BUILT = {"collect", "ingest", "query", "report", "analyze", "diff", "calibrate"}
+BUILT = DESIGN_COMMANDS
 # Commands whose README usage row lists every option they accept.
-FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff", "calibrate")
+FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff", "calibrate", "project")
 # The design card's usage lines of built commands whose required options are exactly these.
-DESIGN_USAGE = {"calibrate": "tracehouse calibrate --world-size N --out DIR"}
+DESIGN_USAGE = {
+    "calibrate": "tracehouse calibrate --world-size N --out DIR",
+    "project": "tracehouse project --warehouse DIR --study S --world-sizes 16,32,...",
+}
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

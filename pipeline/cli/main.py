@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.analyze",
     "tracehouse.pipeline.cli.diff",
     "tracehouse.pipeline.cli.calibrate",
+    "tracehouse.pipeline.cli.project",
 )
 # Exit status of an unexpected exception (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR = 70

@@ -50,6 +50,11 @@ QUERIES = {
         LEFT JOIN dims AS d ON c.rank = d.rank AND c.start_ns = d.start_unix_ns AND c.name = d.name
         WHERE c.{RUN_FILTER.replace(" AND ", " AND c.")}
         ORDER BY c.rank, c.start_ns, c.end_ns, c.name""",
+    "backward": f"""
+        SELECT rank, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
+        FROM events WHERE {RUN_FILTER} AND starts_with(name, 'autograd::engine::evaluate_function:')
+          AND dur_ns > 0
+        ORDER BY rank, start_ns""",
     "cpu_compute": f"""
         SELECT rank, start_ns, end_ns FROM cpu_compute_segments WHERE {RUN_FILTER}
         ORDER BY rank, start_ns""",
@@ -74,6 +79,8 @@ class RunFacts:
     pp: int | None
     tokens_per_step: int | None
     device_type: str | None
+    n_params: int | None
+    dtype: str | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class RunTimeline:
     runtime: pl.DataFrame
     steps: pl.DataFrame
     optimizer: pl.DataFrame
+    backward: pl.DataFrame
     comm: pl.DataFrame
     cpu_compute: pl.DataFrame
     windows: pl.DataFrame
@@ -111,7 +119,7 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
     """The `runs` row of the run."""
     row = connection.execute(
         """SELECT study, run_id, strategy, world_size, nodes, devices_per_node, dp, tp, pp,
-                  tokens_per_step, device_type
+                  tokens_per_step, device_type, n_params, dtype
            FROM runs WHERE study = ? AND run_id = ?""",
         [study, run_id],
     ).fetchall()
