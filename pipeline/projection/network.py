@@ -153,15 +153,16 @@ def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def calibrated_network(
-    connection: duckdb.DuckDBPyConnection, *, study: str, run_id: str, devices_per_node: int
+    connection: duckdb.DuckDBPyConnection, *, study: str, devices_per_node: int
 ) -> NetworkModel:
-    """Fit each op and level on `network_curves`: nccl-tests files, calibrate sweeps, and this
-    run's own measured instances (other runs' instances are left out: another study's machine)."""
+    """Fit each op and level on `network_curves`: nccl-tests files, calibrate sweeps, and the
+    measured instances of the study's runs (other studies' instances are left out: another
+    machine)."""
     rows = connection.execute(
         """SELECT op, bytes, ranks, coalesce(nodes, 1), time_us FROM network_curves
            WHERE time_us > 0 AND bytes > 0 AND ranks > 1 AND coalesce(in_place, false) = false
-             AND (source <> 'trace' OR (study = ? AND run_id = ?))""",
-        [study, run_id],
+             AND (source <> 'trace' OR study = ?)""",
+        [study],
     ).fetchall()
     grouped: dict[tuple[str, str], list] = {}
     for op, size, ranks, nodes, time_us in rows:
