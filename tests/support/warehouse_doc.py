@@ -53,6 +53,11 @@ RELATIONS = {
         "one row per measured point of an ingested nccl-tests file: one message size, out of place or"
         " in place, of one test of the file; the public view is `network_curves`",
     ),
+    "projections": (
+        None,
+        "one row per projected point: a run replayed under a scenario at a world size, written by"
+        " `tracehouse project` (a new projection of the same run and scenario replaces its rows)",
+    ),
     "parquet_files": (None, "one row per registered Parquet partition file"),
     "warehouse_meta": (None, "one row per fact about the warehouse itself"),
     "comm_kernel_patterns": (None, "one row per user-added communication kernel pattern; empty by default"),
@@ -182,7 +187,7 @@ as network calibration points (`pipeline/parsers/nccl_tests/`):
   (a table pasted alone) gets n derived from busbw / algbw, which nccl-tests computes with the
   op's factor: 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter, alltoall
   (gather, scatter): n is the one integer whose factor fits the ratio of the row with the
-  largest algbw, both values within half a unit of their two printed decimals (`ranks_from`
+  largest algbw, both values within half a unit of their last printed place (`ranks_from`
   says which rule gave n). When several integers fit (very large n) or the factor is 1
   (broadcast, reduce, sendrecv) ranks is NULL, and nodes is NULL without rank lines.
 * What is rejected, with one line in `ingest_errors` (the other files still load, exit status

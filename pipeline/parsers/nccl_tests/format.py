@@ -61,9 +61,20 @@ NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE)\b")
 
 # Result cells: `N/A` where a value was not checked (in-place #wrong, error without validation).
 NOT_AVAILABLE = "N/A"
-# nccl-tests prints algbw and busbw with two decimals (%7.2f in every version): a printed value
-# is the true one within half a unit of the last place.
-BW_HALF_UNIT = 0.005
+# How far a printed bandwidth may be from the true one: half a unit of its last place. Older
+# nccl-tests print two decimals always; 2.17 prints fewer as the value grows (getFloatStr in a
+# 6-wide cell: 2 decimals below 1000, 1 below 10^4, none below 10^6, then 1.2e+06). These bounds
+# hold for both, so an interval built from them always holds the true value.
+BW_HALF_UNITS = ((1e3, 0.005), (1e4, 0.05), (1e6, 0.5))
+BW_HALF_UNIT_BEYOND = 0.05  # relative, for the exponent form
+
+
+def bw_half_unit(value: float) -> float:
+    """Half a unit of the last place a bandwidth of this size is printed with (at most)."""
+    for bound, half in BW_HALF_UNITS:
+        if value < bound:
+            return half
+    return value * BW_HALF_UNIT_BEYOND
 
 
 def strip_launcher_prefix(line: str) -> str:

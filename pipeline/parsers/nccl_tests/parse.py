@@ -12,7 +12,7 @@ Its ranks are the `# Rank N` lines; a file without them (a pasted table) gets n 
 busbw / algbw, which nccl-tests computes with the factor f(n) of the op (2(n-1)/n for
 all_reduce; (n-1)/n for all_gather, reduce_scatter, all_to_all, gather, scatter; the same
 factors as the view collective_instances): n is the one integer whose f(n) fits the ratio of
-the row with the largest algbw, both values within the half unit of their two printed decimals.
+the row with the largest algbw, both values within half a unit of their last printed place.
 When several integers fit (large n), or the factor is 1 (broadcast, reduce, send_recv), n is
 NULL, never a guess.
 """
@@ -192,7 +192,10 @@ def _program(path: Path, test: _Test) -> tuple[str | None, str | None]:
         return test.program, "header"
     if match := _PROGRAM_IN_NAME.search(path.name.lower()):
         return _PROGRAM_OF_SPELLING[match.group(0)], "file name"
-    if any(p.busbw_gbps > p.algbw_gbps + 2 * fmt.BW_HALF_UNIT for p in test.points):
+    if any(
+        p.busbw_gbps - fmt.bw_half_unit(p.busbw_gbps) > p.algbw_gbps + fmt.bw_half_unit(p.algbw_gbps)
+        for p in test.points
+    ):
         return "all_reduce_perf", "busbw/algbw"
     if not test.points:
         return None, None
@@ -207,11 +210,14 @@ def derived_ranks(op: str | None, points: tuple[NcclPoint, ...] | list[NcclPoint
     """n from busbw / algbw of the row with the largest algbw (module docstring); None when undecided."""
     ranks_of = _RANKS_OF_RATIO.get(op or "")
     widest = max(points, key=lambda p: p.algbw_gbps, default=None)
-    half = fmt.BW_HALF_UNIT
-    if ranks_of is None or widest is None or widest.algbw_gbps <= half:
+    if ranks_of is None or widest is None:
         return None
-    low = ranks_of(max(widest.busbw_gbps - half, 0.0) / (widest.algbw_gbps + half))
-    high = ranks_of((widest.busbw_gbps + half) / (widest.algbw_gbps - half))
+    alg, bus = widest.algbw_gbps, widest.busbw_gbps
+    alg_half, bus_half = fmt.bw_half_unit(alg), fmt.bw_half_unit(bus)
+    if alg <= alg_half:
+        return None
+    low = ranks_of(max(bus - bus_half, 0.0) / (alg + alg_half))
+    high = ranks_of((bus + bus_half) / (alg - alg_half))
     if math.isinf(high):
         return None
     fitting = range(max(1, math.ceil(low - 1e-9)), math.floor(high + 1e-9) + 1)

@@ -91,7 +91,7 @@ def _measured(path: Path, number: int, cells: list[str], check: str) -> dict:
         "time_us": _number(path, number, "time", time_text),
         "algbw_gbps": _number(path, number, "algbw", algbw_text),
         "busbw_gbps": _number(path, number, "busbw", busbw_text),
-        "wrong": _integer(path, number, "#wrong", checked) if check == "#wrong" and checked else None,
+        "wrong": _count(path, number, checked) if check == "#wrong" and checked else None,
         "error": _number(path, number, "error", checked) if check == "error" and checked else None,
     }
 
@@ -106,6 +106,14 @@ def _integer(path: Path, number: int, column: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise InputFileError(path, f"line {number}: {column} {text!r} is not an integer") from None
+
+
+def _count(path: Path, number: int, text: str) -> int:
+    """#wrong: an integer, printed with %g by 2.17 (`1.23457e+07` once it is large)."""
+    value = _number(path, number, "#wrong", text)
+    if not value.is_integer() or value < 0:
+        raise InputFileError(path, f"line {number}: #wrong {text!r} is not a count")
+    return int(value)
 
 
 def _number(path: Path, number: int, column: str, text: str) -> float:
