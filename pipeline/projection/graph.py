@@ -140,12 +140,21 @@ class ReplayGraph:
     def n_nodes(self) -> int:
         return len(self.measured)
 
+    @property
+    def origin(self) -> int:
+        """The earliest measured instant: replayed times are ns after it (epoch ns do not fit a
+        float64 to the ns)."""
+        return int(self.measured.min()) if len(self.measured) else 0
+
+    def measured_times(self) -> np.ndarray:
+        """The measured times, in the replay's frame (ns after `origin`, float)."""
+        return (self.measured - self.origin).astype(np.float64)
+
     def replay(self, weights: np.ndarray) -> np.ndarray:
-        """Every node's replayed time (ns, float) given one weight per edge."""
-        times = self.measured.astype(np.float64).copy()
-        contribution = weights  # src times are filled in topological order below
+        """Every node's replayed time, ns after `origin` (float), given one weight per edge."""
+        times = self.measured_times()
         src = self.src.tolist()
-        weight = contribution.tolist()
+        weight = weights.tolist()
         offsets = self.offsets.tolist()
         t = times.tolist()
         for i, node in enumerate(self.order.tolist()):
