@@ -153,20 +153,29 @@ def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def calibrated_network(
-    connection: duckdb.DuckDBPyConnection, *, study: str, devices_per_node: int
+    connection: duckdb.DuckDBPyConnection, *, study: str, run_id: str, devices_per_node: int
 ) -> NetworkModel:
-    """Fit each op and level on `network_curves`: nccl-tests files, calibrate sweeps, and the
-    measured instances of the study's runs (other studies' instances are left out: another
-    machine)."""
+    """Fit each op and level on `network_curves`, from the closest points it has: the run's own
+    measured collective instances, else nccl-tests / `tracehouse calibrate` sweeps, else the
+    measured instances of the study's other runs (other studies' are left out: another machine)."""
     rows = connection.execute(
-        """SELECT op, bytes, ranks, coalesce(nodes, 1), time_us FROM network_curves
+        """SELECT op, bytes, ranks, coalesce(nodes, 1), time_us,
+                  CASE WHEN source <> 'trace' THEN 1 WHEN run_id = $run_id THEN 0 ELSE 2 END AS tier
+           FROM network_curves
            WHERE time_us > 0 AND bytes > 0 AND ranks > 1 AND coalesce(in_place, false) = false
-             AND (source <> 'trace' OR study = ?)""",
-        [study],
+             AND (source <> 'trace' OR study = $study)""",
+        {"study": study, "run_id": run_id},
     ).fetchall()
-    grouped: dict[tuple[str, str], list] = {}
-    for op, size, ranks, nodes, time_us in rows:
+    grouped: dict[tuple[str, str], dict[int, list]] = {}
+    for op, size, ranks, nodes, time_us, tier in rows:
         level = "intra_node" if nodes <= 1 else "inter_node"
-        grouped.setdefault((op, level), []).append((op, float(size), int(ranks), float(time_us)))
-    links = {key: link for key, points in grouped.items() if (link := fit_link(points)) is not None}
+        grouped.setdefault((op, level), {}).setdefault(tier, []).append(
+            (op, float(size), int(ranks), float(time_us))
+        )
+    links = {}
+    for key, tiers in grouped.items():
+        for tier in sorted(tiers):
+            if (link := fit_link(tiers[tier])) is not None:
+                links[key] = link
+                break
     return NetworkModel(devices_per_node=devices_per_node, links=links, source="network_curves")

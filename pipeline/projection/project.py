@@ -249,7 +249,7 @@ def project_study(
         for run in runs:
             facts = run_facts(connection, study, run)
             network = network_from_file or calibrated_network(
-                connection, study=study, devices_per_node=facts.devices_per_node or 8
+                connection, study=study, run_id=run, devices_per_node=facts.devices_per_node or 8
             )
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
