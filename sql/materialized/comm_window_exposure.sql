@@ -55,26 +55,26 @@ compute AS MATERIALIZED (
     JOIN rank_keys AS k ON s.study = k.study AND s.run_id = k.run_id AND s.rank = k.rank
 ),
 points AS (
-    -- looked_up: a point the shares below look Q up at (interval ends, splits, window edges)
-    SELECT rank_key, t, sum(d_comm) AS d_comm, sum(d_compute) AS d_compute, bool_or(looked_up) AS looked_up
-    FROM (
-        SELECT rank_key, start_ns AS t, 1 AS d_comm, 0 AS d_compute, true AS looked_up FROM comm
-        UNION ALL
-        SELECT rank_key, end_ns, -1, 0, true FROM comm
-        UNION ALL
-        SELECT rank_key, end_ns - transfer_ns, 0, 0, true FROM comm WHERE transfer_ns IS NOT NULL
-        UNION ALL
-        SELECT rank_key, start_ns, 0, 1, false FROM compute
-        UNION ALL
-        SELECT rank_key, end_ns, 0, -1, false FROM compute
-        UNION ALL
-        SELECT rank_key, start_ns, 0, 0, true FROM windows
-        UNION ALL
-        SELECT rank_key, end_ns, 0, 0, true FROM windows
-    ) AS p
-    GROUP BY rank_key, t
+    -- looked_up: a point the shares below look Q up at (interval ends, splits, window edges).
+    -- Not grouped by t: points at one instant are peers of the window below
+    SELECT rank_key, start_ns AS t, 1 AS d_comm, 0 AS d_compute, true AS looked_up FROM comm
+    UNION ALL
+    SELECT rank_key, end_ns, -1, 0, true FROM comm
+    UNION ALL
+    SELECT rank_key, end_ns - transfer_ns, 0, 0, true FROM comm WHERE transfer_ns IS NOT NULL
+    UNION ALL
+    SELECT rank_key, start_ns, 0, 1, false FROM compute
+    UNION ALL
+    SELECT rank_key, end_ns, 0, -1, false FROM compute
+    UNION ALL
+    SELECT rank_key, start_ns, 0, 0, true FROM windows
+    UNION ALL
+    SELECT rank_key, end_ns, 0, 0, true FROM windows
 ),
 levels AS (
+    -- the counts are over the default RANGE frame, so every point at one instant has the counts
+    -- after all of them; lead() is by rows, so of the points at one instant only the last one
+    -- starts a segment of non-zero length
     SELECT
         rank_key, t, looked_up,
         lead(t) OVER w - t AS len_ns,
@@ -100,15 +100,20 @@ denominators AS (
 ),
 running AS MATERIALIZED (
     -- q = Q(t): the scaled exposed shares of every segment before t on this axis; only exposed
-    -- segments add to it and only looked-up points are read, so the others are left out
+    -- segments add to it and only looked-up points are read, so the others are left out. The
+    -- zero-length segments of an instant sort before its other one, so every point at t reads
+    -- the same q
     SELECT
-        s.rank_key, s.t,
+        s.rank_key, s.t, s.looked_up,
         coalesce(sum(CASE WHEN s.exposed THEN s.len_ns * (d.d // s.n_comm) ELSE 0 END) OVER (
-            ORDER BY s.rank_key, s.t ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ORDER BY s.rank_key, s.t, s.len_ns > 0 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ), 0) AS q
     FROM segments AS s
     LEFT JOIN denominators AS d ON s.rank_key = d.rank_key
     WHERE s.exposed OR s.looked_up
+),
+lookups AS MATERIALIZED (
+    SELECT DISTINCT rank_key, t, q FROM running WHERE looked_up
 ),
 pieces AS (
     SELECT
@@ -129,9 +134,9 @@ exact AS (
         qs.q - ql.q AS n_wait
     FROM pieces AS p
     LEFT JOIN denominators AS d ON p.rank_key = d.rank_key
-    JOIN running AS ql ON p.rank_key = ql.rank_key AND p.lo_ns = ql.t
-    JOIN running AS qh ON p.rank_key = qh.rank_key AND p.hi_ns = qh.t
-    LEFT JOIN running AS qs ON p.rank_key = qs.rank_key AND p.split_ns = qs.t
+    JOIN lookups AS ql ON p.rank_key = ql.rank_key AND p.lo_ns = ql.t
+    JOIN lookups AS qh ON p.rank_key = qh.rank_key AND p.hi_ns = qh.t
+    LEFT JOIN lookups AS qs ON p.rank_key = qs.rank_key AND p.split_ns = qs.t
 ),
 ranked AS (
     SELECT
