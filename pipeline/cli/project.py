@@ -128,6 +128,7 @@ def to_json(result: RunProjection) -> dict:
             ],
         },
         "knee_world_size": result.knee,
+        "notes": result.notes,
         "points": [p.to_dict() for p in result.points],
     }
 
@@ -151,6 +152,7 @@ def render(result: RunProjection) -> list[str]:
         )
     if result.points:
         lines.append(f"  assumptions: {result.points[0].assumptions}")
+    lines.extend(f"  note: {note}" for note in result.notes)
     knee = result.knee
     lines.append(
         f"  knee: {knee} devices" if knee else "  knee: none in the projected range (every added device pays)"

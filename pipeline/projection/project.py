@@ -86,6 +86,7 @@ class RunProjection:
     facts: RunFacts
     identity: IdentityCheck
     points: list[ProjectedPoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the projection leaves out, in words
 
     @property
     def knee(self) -> int | None:
@@ -129,7 +130,17 @@ def project_run(
         times = run.graph.replay(edge_weights(run, layout, scenario, network))
         replays.append((layout, summarize(run, times)))
     points = _points(facts, scenario, scenario_name, network, replays, measured_step)
-    return RunProjection(facts, identity, points)
+    return RunProjection(facts, identity, points, notes=_notes(facts, run))
+
+
+def _notes(facts: RunFacts, run: RunGraph) -> list[str]:
+    """What the projection of this run cannot include."""
+    if facts.world_size == 1 and (facts.strategy or "").startswith("fsdp") and not run.instances.members:
+        return [
+            "FSDP measured on one device issues no collective and its units' parameter bytes are not "
+            "recorded: the projection leaves out its all-gathers and reduce-scatters (optimistic)"
+        ]
+    return []
 
 
 def _points(
