@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--network", type=Path, metavar="FILE", help="network description (TOML; docs/projection.md)"
     )
+    p.add_argument(
+        "--devices-per-node",
+        type=int,
+        metavar="N",
+        help="node size of the calibrated network (default: the largest of the study's runs, else 8)",
+    )
     p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F", help="every compute cost / F")
     p.add_argument(
         "--matmul-speedup", type=float, default=1.0, metavar="F", help="matmul/attention kernels / F more"
@@ -84,6 +90,8 @@ def scenario_name(args: argparse.Namespace) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     """Project, store, print."""
+    if args.devices_per_node is not None and args.devices_per_node < 1:
+        raise TracehouseError("--devices-per-node must be a positive integer")
     if args.network is not None and not args.network.is_file():
         raise TracehouseError(f"{args.network}: no such network file")
     try:
@@ -104,6 +112,7 @@ def handle(args: argparse.Namespace) -> int:
         scenario=scenario,
         scenario_name=args.scenario or scenario_name(args),
         network_file=args.network,
+        devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
     if args.json:

@@ -23,11 +23,13 @@ from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, su
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
-from tracehouse.pipeline.projection.timeline import RunFacts, load_run, run_facts
+from tracehouse.pipeline.projection.timeline import RunFacts, load_run
 
 # The knee: the first world size whose marginal throughput per added device is below this share
 # of the measured throughput per device (the ideal marginal of a perfectly scaling run).
 KNEE_SHARE = 0.5
+# Devices per node when neither the network file, the option nor the study's runs say (a DGX/HGX node).
+DEFAULT_DEVICES_PER_NODE = 8
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ def project_study(
     scenario: Scenario,
     scenario_name: str,
     network_file: Path | None = None,
+    devices_per_node: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[RunProjection]:
     """Project one run, or every run of the study, and store the points in `projections`."""
@@ -257,10 +260,10 @@ def project_study(
     results = []
     with open_reader(warehouse_dir) as connection:
         runs = [run_id] if run_id is not None else study_runs(connection, study)
+        per_node = devices_per_node or node_size(connection, study)
         for run in runs:
-            facts = run_facts(connection, study, run)
             network = network_from_file or calibrated_network(
-                connection, study=study, run_id=run, devices_per_node=facts.devices_per_node or 8
+                connection, study=study, run_id=run, devices_per_node=per_node
             )
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
@@ -278,6 +281,15 @@ def project_study(
     with connect(warehouse_dir) as connection:
         store_projections(connection, results)
     return results
+
+
+def node_size(connection: duckdb.DuckDBPyConnection, study: str) -> int:
+    """Devices per node of a calibrated network: the largest the study's runs used (a run on one
+    device says 1 of a node that may hold more), else DEFAULT_DEVICES_PER_NODE."""
+    (largest,) = connection.execute(
+        "SELECT max(devices_per_node) FROM runs WHERE study = ?", [study]
+    ).fetchall()[0]
+    return int(largest) if largest else DEFAULT_DEVICES_PER_NODE
 
 
 def study_runs(connection: duckdb.DuckDBPyConnection, study: str) -> list[str]:
