@@ -1,0 +1,172 @@
+"""The projection's figures, measured in one run (issue #13's validation).
+
+1. Identity: replaying the measured durations, per trace, median and max step-time error over
+   the steps (every multi-step trace of ../shared/data/traces and every sample run).
+2. CPU world size 2 from world size 1: real `tracehouse collect` runs of the tiny model at world
+   sizes 1 and 2 (DDP and FSDP), a real `tracehouse calibrate --world-size 2`; the world-size-1 runs
+   and the calibration go in one warehouse, the world-size-2 runs in another; the projection of each
+   world-size-1 run to 2 devices against the measured world-size-2 step time.
+3. A sample run projected to 2,048 devices on its own calibration, with its knee.
+
+Usage: python benchmarks/projection.py [--dir /tmp/projbench] [--skip-collect]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data" / "traces"
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def tracehouse(*args: str) -> str:
+    """Run the real command; its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tracehouse.pipeline.cli", *args], capture_output=True, text=True
+    )
+    if done.returncode not in (0, 1):
+        raise SystemExit(
+            f"tracehouse {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        )
+    return done.stdout
+
+
+def identity(root: Path) -> None:
+    from tracehouse.pipeline.ingest.driver import ingest
+    from tracehouse.pipeline.projection.build import build_run_graph
+    from tracehouse.pipeline.projection.project import identity_check
+    from tracehouse.pipeline.projection.timeline import load_run
+    from tracehouse.pipeline.reading import open_reader
+
+    warehouse = root / "identity"
+    ingest(sorted(p.parent for p in (REPO / "sample_traces").rglob("manifest.json")), warehouse)
+    by_run: dict[str, list[Path]] = {}
+    for path in sorted(SHARED.rglob("*.json*")):
+        stem = path.name.split(".json")[0].removesuffix(".pt.trace")
+        by_run.setdefault("pair_sampled" if stem.startswith("pair_sampled") else stem, []).append(path)
+    for run, paths in by_run.items():
+        if ingest(paths, warehouse, study="shared", run=run).failed:
+            ingest(paths, warehouse, study="shared", run=run, ranks={str(paths[0]): 0})
+    print("1. identity replay (measured durations), step-time error per trace")
+    print(f"   {'run':<48} {'steps':>5} {'median':>8} {'max':>8} {'replay s':>8}")
+    with open_reader(warehouse) as con:
+        runs = con.execute(
+            """SELECT study, run_id FROM step_breakdown WHERE step IS NOT NULL GROUP BY 1, 2
+               HAVING count(DISTINCT step) >= 2 ORDER BY 1, 2"""
+        ).fetchall()
+        for study, run_id in runs:
+            started = time.perf_counter()
+            timeline = load_run(con, study, run_id)
+            graph = build_run_graph(timeline)
+            measured: dict = {}
+            for rank, step, _, window_us in timeline.windows.iter_rows():
+                measured.setdefault(step, {})[rank] = window_us
+            check = identity_check(graph, measured)
+            seconds = time.perf_counter() - started
+            print(
+                f"   {study + '/' + run_id:<48} {len(check.steps):5d} {100 * check.median_error:7.3f}% "
+                f"{100 * check.max_error:7.3f}% {seconds:8.2f}"
+            )
+
+
+def world_size_two(root: Path, skip_collect: bool) -> None:
+    runs = root / "runs"
+    if not skip_collect:
+        shutil.rmtree(runs, ignore_errors=True)
+        for strategy in ("ddp", "fsdp"):
+            for size in (1, 2):
+                tracehouse(
+                    "collect",
+                    "--model",
+                    "tiny",
+                    "--strategy",
+                    strategy,
+                    "--world-size",
+                    str(size),
+                    "--steps",
+                    "6",
+                    "--study",
+                    f"ws{size}",
+                    "--out",
+                    str(runs / f"ws{size}"),
+                )
+        tracehouse("calibrate", "--world-size", "2", "--out", str(runs / "calibration"))
+    one, two = root / "wh-ws1", root / "wh-ws2"
+    for folder in (one, two):
+        shutil.rmtree(folder, ignore_errors=True)
+    tracehouse("ingest", str(runs / "ws1"), str(runs / "calibration"), "--warehouse", str(one))
+    tracehouse("ingest", str(runs / "ws2"), "--warehouse", str(two))
+    measured = json.loads(
+        tracehouse(
+            "query",
+            "SELECT run_id, step_time_us FROM scale_points",
+            "--warehouse",
+            str(two),
+            "--format",
+            "json",
+        )
+    )
+    measured_by_strategy = {row["run_id"].split("-")[0]: row["step_time_us"] for row in measured}
+    projected = json.loads(
+        tracehouse("project", "--warehouse", str(one), "--study", "ws1", "--world-sizes", "2", "--json")
+    )
+    print("\n2. CPU world size 2 projected from a world-size-1 run and a world-size-2 calibration")
+    print(f"   {'run':<14} {'ws1 ms':>8} {'projected ws2 ms':>17} {'measured ws2 ms':>16} {'error':>8}")
+    for run in projected:
+        points = {p["world_size"]: p for p in run["points"]}
+        strategy = run["run_id"].split("-")[0]
+        truth = measured_by_strategy.get(strategy)
+        guess = points[2]["step_time_us"]
+        error = f"{100 * (guess - truth) / truth:+7.1f}%" if truth else "-"
+        print(
+            f"   {run['run_id']:<14} {points[1]['step_time_us'] / 1e3:8.2f} {guess / 1e3:17.2f} "
+            f"{(truth or float('nan')) / 1e3:16.2f} {error:>8}"
+        )
+        for note in run["notes"]:
+            print(f"     note: {note}")
+
+
+def to_2048(root: Path) -> None:
+    warehouse = root / "identity"
+    sizes = ",".join(str(2**k) for k in range(1, 12))
+    print("\n3. sample runs projected to 2,048 devices (strong scaling, each run's own calibration)")
+    for run in ("ddp-ws2", "fsdp-ws2"):
+        out = tracehouse(
+            "project",
+            "--warehouse",
+            str(warehouse),
+            "--study",
+            "tiny-cpu-gloo",
+            "--run",
+            run,
+            "--world-sizes",
+            sizes,
+            "--devices-per-node",
+            "8",
+        )
+        print("\n".join("   " + line for line in out.splitlines()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
+    parser.add_argument("--skip-collect", action="store_true", help="reuse the runs of an earlier --dir")
+    args = parser.parse_args()
+    root = args.dir or Path(tempfile.mkdtemp(prefix="projbench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(root / "identity", ignore_errors=True)
+    identity(root)
+    world_size_two(root, args.skip_collect)
+    to_2048(root)
+
+
+if __name__ == "__main__":
+    main()
