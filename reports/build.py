@@ -19,6 +19,7 @@ from tracehouse.reports.sections import (
     comparison_section,
     detail_sections,
     power_section,
+    projection_section,
     scaling_section,
     waits_section,
 )
@@ -58,6 +59,7 @@ def build_page(
             waits_section(con, study),
             *([comparison_section(diff_runs(con, *compare, study=None))] if compare else []),
             scaling_section(con, study),
+            projection_section(con, study, warehouse_label),
             power_section(con, study),
             *detail_sections(con, study),
         ],

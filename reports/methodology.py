@@ -73,6 +73,17 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise "
         "(the nccl-tests convention).",
     ),
+    (
+        "Projection",
+        "a measured run replayed from its dependencies and durations, then again with more data-parallel "
+        "devices, compute scaled with the tokens per device and each collective timed by an alpha-beta "
+        "model fitted on network_curves (tracehouse project; docs/projection.md).",
+    ),
+    (
+        "Knee",
+        "the smallest projected world size at which the marginal throughput per added device is below "
+        "half the run's measured throughput per device.",
+    ),
 )
 
 DTYPE_ORDER = ["fp8", "bf16", "fp16", "tf32", "fp32", "fp64"]

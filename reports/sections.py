@@ -8,6 +8,7 @@ import tracehouse.reports.charts.collectives as charts_collectives
 import tracehouse.reports.charts.comparison as charts_comparison
 import tracehouse.reports.charts.kernels as charts_kernels
 import tracehouse.reports.charts.power as charts_power
+import tracehouse.reports.charts.projection as charts_projection
 import tracehouse.reports.charts.ranks as charts_ranks
 import tracehouse.reports.charts.scaling as charts_scaling
 import tracehouse.reports.charts.waits as charts_waits
@@ -127,6 +128,55 @@ def scaling_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
                 chart=charts_scaling.efficiency_chart(con, study),
                 caption="Efficiency and marginal gain are measured against the study's smallest scale point "
                 "(its best run). Marginal throughput below zero means adding devices made the job slower.",
+            ),
+        ],
+    )
+
+
+# docs/projection.md in a few sentences: what the replay keeps, what a larger world size changes.
+REPLAY_RULES = (
+    "Each run's measured steps are replayed from their dependencies and measured durations (replaying "
+    "the measured durations gives back the measured step times), then replayed again at each world size "
+    "with data parallelism grown (data-parallel size = world size / (tp × pp)). With a fixed global "
+    "batch, forward and backward compute and copies scale with the tokens per device; data-parallel "
+    "collectives keep their bytes over a larger group, tensor- and pipeline-parallel ones keep their "
+    "group; host gaps, launch delays and the measured arrival spread stay as measured. Each transfer "
+    "comes from an alpha-beta model (latency per ring or tree step plus bytes over bus bandwidth, within "
+    "a node or across nodes) fitted on network_curves or read from a network file. The knee is the "
+    "smallest world size at which an added device brings less than half the measured throughput per "
+    "device; details in docs/projection.md."
+)
+
+
+def projection_section(con: duckdb.DuckDBPyConnection, study: str, warehouse: str) -> Section:
+    """Projected throughput per device with the knee, and the projected breakdown; or how to make them."""
+    if not charts_projection.available(con, study):
+        return Section(
+            id="projection",
+            title="Projected scaling",
+            intro=charts_projection.hint(warehouse, study) + ".",
+            figures=[],
+        )
+    return Section(
+        id="projection",
+        title="Projected scaling",
+        intro=charts_projection.headline_sentence(con, study) + " " + REPLAY_RULES,
+        figures=[
+            Figure(
+                id="fig-projection-throughput",
+                title="Projected throughput per device",
+                chart=charts_projection.throughput_chart(con, study),
+                note="The projected runs have no throughput: no run manifest gives tokens per step.",
+                caption="Lines: each run replayed at more devices (one per run and scenario); dots: the "
+                "study's measured scale points; diamonds: the knee. "
+                + charts_projection.assumptions_sentence(con, study),
+            ),
+            Figure(
+                id="fig-projection-breakdown",
+                title="Projected step breakdown",
+                chart=charts_projection.breakdown_chart(con, study),
+                caption="The largest measured run of each strategy: its replayed step split into compute, "
+                "exposed communication, other and idle at each projected world size.",
             ),
         ],
     )

@@ -1,0 +1,273 @@
+"""Projected scaling: throughput per device projected to more devices, with the knee, and its breakdown."""
+
+from __future__ import annotations
+
+import shlex
+
+import altair as alt
+import duckdb
+import polars as pl
+from tracehouse.reports.charts import kit
+from tracehouse.reports.source import frame, has_relation
+
+PROJECTED = """
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions,
+       p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
+       p.tokens_per_s_per_device, p.scaling_efficiency, p.marginal_tokens_per_s_per_device,
+       coalesce(p.knee, false) AS knee,
+       p.compute_frac, p.exposed_comm_frac, p.other_frac, p.idle_frac,
+       p.exposed_comm_dp_frac, p.exposed_comm_tp_frac, p.exposed_comm_pp_frac, p.exposed_comm_other_frac
+FROM projections p JOIN runs r USING (study, run_id)
+WHERE p.study = $1
+ORDER BY strategy, p.run_id, p.scenario, p.world_size
+"""
+MEASURED = """
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.run_id, s.world_size, s.tokens_per_s_per_device
+FROM scale_points s JOIN runs r USING (study, run_id)
+WHERE s.study = $1 AND s.tokens_per_s_per_device > 0
+ORDER BY strategy, s.world_size, s.run_id
+"""
+FRACTIONS = dict(
+    zip(kit.PARTS, ("compute_frac", "exposed_comm_frac", "other_frac", "idle_frac"), strict=True)
+)
+DIMENSIONS = ("dp", "tp", "pp", "other")
+# What a reader runs to fill the section: the world sizes are an example sweep.
+EXAMPLE_WORLD_SIZES = "8,16,32,64,128,256,512,1024"
+
+
+def available(con: duckdb.DuckDBPyConnection, study: str) -> bool:
+    """Whether the study has projected points (the table exists once `tracehouse project` ran)."""
+    return has_relation(con, "projections") and bool(
+        frame(con, "SELECT count(*) AS n FROM projections WHERE study = $1", study)["n"][0]
+    )
+
+
+def hint(warehouse: str, study: str) -> str:
+    """The one sentence that says how to project this study."""
+    return (
+        "No projection of this study is stored; make them with "
+        f"tracehouse project --warehouse {shlex.quote(warehouse)} --study {shlex.quote(study)} "
+        f"--world-sizes {EXAMPLE_WORLD_SIZES}"
+    )
+
+
+def projected_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
+    """One row per projected point (run, scenario, world size), with the run's strategy and its curve name."""
+    rows = frame(con, PROJECTED, study)
+    several = rows["scenario"].n_unique() > 1
+    name = pl.col("run_id") + " · " + pl.col("scenario") if several else pl.col("run_id")
+    return rows.with_columns(name.alias("curve"))
+
+
+def measured_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
+    """The study's measured scale points with a known throughput per device."""
+    return frame(con, MEASURED, study)
+
+
+def primary_runs(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per strategy, the run measured at the most devices (ties: the best measured throughput per device)."""
+    at_measured = pl.col("world_size") == pl.col("measured_world_size")
+    measured = rows.group_by("strategy", "run_id").agg(
+        pl.col("measured_world_size").max(),
+        pl.col("tokens_per_s_per_device").filter(at_measured).max().alias("measured_tpd"),
+    )
+    ranked = measured.sort(
+        ["strategy", "measured_world_size", "measured_tpd", "run_id"],
+        descending=[False, True, True, False],
+        nulls_last=True,
+    )
+    return ranked.group_by("strategy", maintain_order=True).first()
+
+
+def _sig(name: str) -> pl.Expr:
+    # 4 significant digits: what a tooltip shows, a fraction of the spec's size
+    return pl.col(name).round_sig_figs(4)
+
+
+def breakdown_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per (primary run, scenario, world size): the projected step's four parts as shares, and the
+    exposed communication's split by parallel dimension (shares of the step)."""
+    chosen = rows.join(primary_runs(rows).select("strategy", "run_id"), on=["strategy", "run_id"])
+    if chosen.is_empty():
+        return pl.DataFrame()
+    several = chosen["scenario"].n_unique() > 1
+    panel = pl.format("{}: {} (measured on {})", "strategy", "run_id", "measured_world_size")
+    return chosen.select(
+        "strategy",
+        (panel + " · " + pl.col("scenario") if several else panel).alias("panel"),
+        "world_size",
+        _sig("step_ms"),
+        *(_sig(column).alias(part) for part, column in FRACTIONS.items()),
+        *(_sig(f"exposed_comm_{d}_frac").alias(f"exposed {d}") for d in DIMENSIONS),
+    ).sort("panel", "world_size")
+
+
+def _curve_tooltip() -> list[alt.Tooltip]:
+    return [
+        alt.Tooltip("curve:N", title="run"),
+        alt.Tooltip("world_size:Q", title="devices"),
+        alt.Tooltip("tokens_per_s_per_device:Q", format=",.1f", title="tokens/s per device"),
+        alt.Tooltip("scaling_efficiency:Q", format=".1%", title="of the measured per device"),
+    ]
+
+
+def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+    """Projected tokens/s per device against devices (log2), one line per run and scenario, knees marked,
+    the measured scale points as dots; None without projected throughput."""
+    projected = projected_rows(con, study).filter(pl.col("tokens_per_s_per_device") > 0)
+    if projected.is_empty():
+        return None
+    curves = projected.select(
+        "strategy",
+        "curve",
+        "world_size",
+        _sig("tokens_per_s_per_device"),
+        _sig("scaling_efficiency"),
+        "knee",
+        pl.lit("projected").alias("source"),
+    )
+    measured = measured_rows(con, study).filter(pl.col("strategy").is_in(curves["strategy"].unique()))
+    dots = measured.select(
+        "strategy",
+        pl.col("run_id").alias("curve"),
+        "world_size",
+        _sig("tokens_per_s_per_device"),
+        pl.lit("measured").alias("source"),
+    )
+    rows = pl.concat([curves, dots], how="diagonal_relaxed")
+    y = alt.Y(
+        "tokens_per_s_per_device:Q",
+        title="tokens/s per device (log)",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(format="~s"),
+    )
+    colour = alt.Color("curve:N", title="projected run", scale=alt.Scale(scheme="tableau10"))
+    base = alt.Chart().encode(x=kit.devices_x(), y=y)
+    line = (
+        base.mark_line(opacity=0.8)
+        .encode(color=colour, detail="curve:N", tooltip=_curve_tooltip())
+        .transform_filter("datum.source == 'projected'")
+    )
+    measured_dots = (
+        base.mark_point(filled=True, size=60, color="#222", opacity=0.9)
+        .encode(
+            tooltip=[
+                alt.Tooltip("curve:N", title="measured run"),
+                alt.Tooltip("world_size:Q", title="devices"),
+                alt.Tooltip("tokens_per_s_per_device:Q", format=",.1f", title="tokens/s per device"),
+            ]
+        )
+        .transform_filter("datum.source == 'measured'")
+    )
+    knee = base.transform_filter("datum.source == 'projected' && datum.knee")
+    knee_marks = knee.mark_point(shape="diamond", size=110, filled=True, stroke="#222").encode(
+        color=colour, tooltip=_curve_tooltip()
+    )
+    knee_labels = (
+        knee.transform_calculate(label="'knee ' + datum.world_size")
+        .mark_text(align="left", dx=7, dy=-7, fontSize=11)
+        .encode(text="label:N", color=colour)
+    )
+    layers = alt.layer(line, measured_dots, knee_marks, knee_labels, data=rows).properties(
+        width=kit.WIDTH, height=kit.HEIGHT
+    )
+    faceted = (
+        kit.only_chosen_strategy(layers)
+        .facet(facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3)
+        .resolve_axis(x="independent")
+    )
+    return kit.with_strategy_signal(faceted).properties(
+        title="Projected throughput per device (dots: measured; diamonds: the knee)"
+    )
+
+
+def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+    """The projected step split into compute / exposed communication / other / idle, per world size,
+    for each strategy's largest measured run; None without projections."""
+    rows = breakdown_rows(projected_rows(con, study))
+    if rows.is_empty():
+        return None
+    # one row per point, folded into its parts here: a quarter of the rows in the page
+    order = "indexof([" + ", ".join(f"'{p}'" for p in kit.PARTS) + "], datum.part)"
+    bars = (
+        kit.only_chosen_strategy(alt.Chart(rows))
+        .transform_fold(list(kit.PARTS), as_=["part", "share"])
+        .transform_filter("datum.share > 0")  # a part with no time (copies on a CPU run) is no bar
+        .transform_calculate(part_order=order)
+        .mark_bar()
+        .encode(
+            x=alt.X("world_size:O", title="devices", axis=alt.Axis(labelAngle=-45)),
+            y=alt.Y("sum(share):Q", title="share of step", stack="normalize", axis=alt.Axis(format="%")),
+            color=kit.part_colour(),
+            order=alt.Order("part_order:Q", sort="ascending"),
+            tooltip=[
+                alt.Tooltip("panel:N", title="run"),
+                alt.Tooltip("world_size:Q", title="devices"),
+                alt.Tooltip("part:N"),
+                alt.Tooltip("share:Q", format=".1%", title="share of step"),
+                alt.Tooltip("step_ms:Q", format=",.2f", title="step ms"),
+                *(
+                    alt.Tooltip(f"exposed {d}:Q", format=".1%", title=f"exposed comm, {d}")
+                    for d in DIMENSIONS
+                ),
+            ],
+        )
+        .properties(width=kit.WIDTH, height=160)
+    )
+    faceted = bars.facet(facet=alt.Facet("panel:N", title=None), columns=3).resolve_axis(x="independent")
+    return kit.with_strategy_signal(faceted).properties(
+        title="Projected step breakdown (each strategy's largest measured run)"
+    )
+
+
+def _percent(x: float) -> str:
+    value = 100 * x
+    if value >= 10:
+        return f"{value:.0f} %"
+    if value >= 0.1:
+        return f"{value:.1f} %"
+    return "less than 0.1 %" if value > 0 else "0 %"
+
+
+def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
+    """One sentence on the projection of the study's largest measured run: its knee, and the largest size."""
+    rows = projected_rows(con, study)
+    if rows.is_empty():
+        return "No projection of this study is stored."
+    primary = primary_runs(rows).sort(
+        ["measured_world_size", "measured_tpd", "run_id"], descending=[True, True, False], nulls_last=True
+    )
+    run_id = primary["run_id"][0]
+    curve = rows.filter(pl.col("run_id") == run_id)
+    scenario = "baseline" if "baseline" in curve["scenario"] else curve["scenario"].min()
+    curve = curve.filter(pl.col("scenario") == scenario).sort("world_size")
+    name = run_id if scenario == "baseline" else f"{run_id} ({scenario})"
+    top = curve.row(-1, named=True)
+    devices = f"{top['world_size']:,} device" + ("" if top["world_size"] == 1 else "s")
+    knees = curve.filter(pl.col("knee"))["world_size"]
+    if top["tokens_per_s_per_device"] is None:
+        knee = "the knee is unknown (no run manifest gives tokens per step)"
+    elif knees.len():
+        knee = f"the knee is at {knees[0]:,} devices"
+    else:
+        knee = f"no knee up to {devices}"
+    text = f"{name} projected: {knee}; at {devices}"
+    if top["scaling_efficiency"] is not None:
+        text += f" each device gives {_percent(top['scaling_efficiency'])} of its measured throughput,"
+    else:
+        text += f" a step takes {top['step_ms']:,.1f} ms,"
+    text += f" {_percent(top['exposed_comm_frac'])} of the step is exposed communication"
+    dims = {d: top[f"exposed_comm_{d}_frac"] or 0.0 for d in DIMENSIONS}
+    leader = max(dims, key=dims.__getitem__)
+    if top["exposed_comm_frac"] and dims[leader] > 0:
+        text += f", {_percent(dims[leader] / top['exposed_comm_frac'])} of it {leader}"
+    return text + "."
+
+
+def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
+    """The assumptions of each stored scenario, in words."""
+    rows = (
+        projected_rows(con, study).select("scenario", "assumptions").unique().sort("scenario", "assumptions")
+    )
+    clauses = [f"{r['scenario']}: {r['assumptions'] or 'not recorded'}" for r in rows.iter_rows(named=True)]
+    return "Assumptions, by scenario: " + "; ".join(clauses) + "."
