@@ -100,12 +100,21 @@ def get_model_config(name: str) -> ModelConfig:
 
 def param_count(cfg: ModelConfig) -> int:
     """Parameters of the model `collectors/llama.py` builds (untied embedding and output)."""
+    d = cfg.d_model
+    return cfg.n_layers * _block_params(cfg) + 2 * cfg.vocab_size * d + d  # + embedding, output, final norm
+
+
+def fsdp_unit_params(cfg: ModelConfig) -> dict[str, int]:
+    """Parameters of each FSDP unit `collectors/parallel.py` shards: every block (`layers.<i>`),
+    and the root ("": embedding, final norm, output)."""
+    blocks = {f"layers.{i}": _block_params(cfg) for i in range(cfg.n_layers)}
+    return {**blocks, "": param_count(cfg) - sum(blocks.values())}
+
+
+def _block_params(cfg: ModelConfig) -> int:
+    """One transformer block: wq, wo; wk, wv; w1, w2, w3; attention_norm, ffn_norm."""
     d, kv_width = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
-    attention = 2 * d * d + 2 * d * kv_width  # wq, wo; wk, wv
-    mlp = 3 * d * cfg.ffn_hidden  # w1, w2, w3
-    norms = 2 * d  # attention_norm, ffn_norm
-    per_layer = attention + mlp + norms
-    return cfg.n_layers * per_layer + 2 * cfg.vocab_size * d + d  # + embedding, output, final norm
+    return 2 * d * d + 2 * d * kv_width + 3 * d * cfg.ffn_hidden + 2 * d
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:

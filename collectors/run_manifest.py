@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tracehouse.collectors.model_sizes import flops_per_token, get_model_config, param_count
+from tracehouse.collectors.model_sizes import flops_per_token, fsdp_unit_params, get_model_config, param_count
 from tracehouse.collectors.spec import FACTS_NAME, RunSpec, trace_name
 from tracehouse.pipeline.common.hardware import peak_flops
 from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
@@ -66,6 +66,15 @@ def read_facts(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
+def fsdp_units(spec: RunSpec, cfg) -> dict[str, int]:
+    """Parameters of each FSDP unit on one data-parallel rank before sharding (a tensor-parallel
+    layout splits them over tp first): what a projection of a run on one device needs, since that
+    run issues no all-gather or reduce-scatter."""
+    if spec.strategy not in ("fsdp", "fsdp_tp"):
+        return {}
+    return {unit: params // (spec.tp or 1) for unit, params in fsdp_unit_params(cfg).items()}
+
+
 def build_manifest(
     spec: RunSpec,
     run_dir: Path,
@@ -88,6 +97,7 @@ def build_manifest(
         model=spec.model,
         model_config=cfg.as_dict(),
         n_params=param_count(cfg),
+        fsdp_units=fsdp_units(spec, cfg),
         flops_per_token=flops_per_token(cfg, spec.seq_len),
         global_batch=spec.global_batch,
         seq_len=spec.seq_len,

@@ -51,6 +51,7 @@ class RunManifest:
     model: str | None = None  # named size, e.g. "tiny", "7b"
     model_config: dict[str, Any] = field(default_factory=dict)  # n_layers, d_model, ...
     n_params: int | None = None
+    fsdp_units: dict[str, int] = field(default_factory=dict)  # FSDP unit ("" the root) -> parameters
     flops_per_token: float | None = None  # 6 N + 12 L d s (PaLM)
     global_batch: int | None = None  # sequences per step, all ranks together
     seq_len: int | None = None

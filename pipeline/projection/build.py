@@ -22,6 +22,7 @@ from statistics import median
 import numpy as np
 import polars as pl
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, ReplayGraph
+from tracehouse.pipeline.projection.synthetic import Synthetic, one_device_collectives
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
 # A kernel that starts at most this long after work on another stream ended waits for that work
@@ -391,11 +392,11 @@ def _cpu_rank(
     segments = list(t.cpu_compute.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
-    buckets = ddp_buckets(t, rank, segments, steps) if spans.is_empty() else []
+    planned = one_device_collectives(t, rank, segments, steps, spans)
     instants = sorted(
         {x for s, e in segments for x in (s, e)}
         | {x for s, e in steps.select(["start_ns", "end_ns"]).iter_rows() for x in (s, e)}
-        | {x for bucket in buckets for x in (bucket.issue_ns, bucket.wait_ns)}
+        | {x for item in planned for x in (item.issue_ns, item.wait_ns)}
     )
     nodes = [b.node(x, rank) for x in instants]
     seg_starts = [s for s, _ in segments]
@@ -429,7 +430,7 @@ def _cpu_rank(
         else:
             b.edge(nodes[i], nodes[i + 1], fixed=z - a)
     index = {x: n for x, n in zip(instants, nodes, strict=True)}
-    _add_buckets(b, rank, buckets, instants, nodes, instances, intervals)
+    _add_synthetic(b, rank, planned, instants, nodes, instances, intervals)
     rows = list(steps.select(["step", "start_ns", "end_ns"]).iter_rows())
     return RankWindows(
         rank,
@@ -440,102 +441,31 @@ def _cpu_rank(
     )
 
 
-# DDP's gradient buckets (torch.nn.parallel.DistributedDataParallel defaults): the first holds
-# about 1 MiB, the others 25 MiB.
-DDP_FIRST_BUCKET_BYTES = 1 << 20
-DDP_BUCKET_BYTES = 25 << 20
-DTYPE_BYTES = {
-    "fp32": 4,
-    "float32": 4,
-    "tf32": 4,
-    "bf16": 2,
-    "fp16": 2,
-    "float16": 2,
-    "bfloat16": 2,
-    "fp64": 8,
-}
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """A gradient all-reduce a single-device DDP run would issue: where, how big, awaited where."""
-
-    step: int
-    number: int
-    bytes: int
-    issue_ns: int
-    wait_ns: int
-
-
-def ddp_buckets(t: RunTimeline, rank: int, segments: list, steps: pl.DataFrame) -> list[Bucket]:
-    """The gradient all-reduces of a DDP run measured on one device (it issues none): the buckets
-    of n_params x dtype bytes, each issued when the step's backward compute has done the share of
-    its work that the gradients up to it represent (gradients are ready last layer first, in
-    proportion to the work), all awaited where the backward ends (DDP's finalize)."""
-    f = t.facts
-    if f.strategy != "ddp" or f.world_size != 1 or not f.n_params or (f.dtype or "fp32") not in DTYPE_BYTES:
-        return []
-    total = f.n_params * DTYPE_BYTES[f.dtype or "fp32"]
-    sizes = [min(DDP_FIRST_BUCKET_BYTES, total)]
-    while sum(sizes) < total:
-        sizes.append(min(DDP_BUCKET_BYTES, total - sum(sizes)))
-    backward = t.backward.filter(pl.col("rank") == rank)
-    out = []
-    for step, start, end in steps.select(["step", "start_ns", "end_ns"]).iter_rows():
-        inside = backward.filter((pl.col("start_ns") >= start) & (pl.col("end_ns") <= end))
-        if inside.is_empty():
-            continue
-        lo, hi = inside["start_ns"].min(), inside["end_ns"].max()
-        clipped = [(max(s, lo), min(e, hi)) for s, e in segments if e > lo and s < hi]
-        work = sum(e - s for s, e in clipped)
-        done = 0
-        for number, size in enumerate(sizes):
-            done += size
-            out.append(Bucket(step, number, size, _after_work(clipped, lo, work * done / total), hi))
-    return out
-
-
-def _after_work(clipped: list[tuple[int, int]], lo: int, amount: float) -> int:
-    """The instant at which `amount` ns of the clipped compute segments are done."""
-    left = amount
-    for s, e in clipped:
-        if left <= e - s:
-            return int(s + left)
-        left -= e - s
-    return clipped[-1][1] if clipped else lo
-
-
-def _add_buckets(
+def _add_synthetic(
     b: GraphBuilder,
     rank: int,
-    buckets: list[Bucket],
+    planned: list[Synthetic],
     instants: list[int],
     nodes: list[int],
     instances: Instances,
     intervals: list,
 ) -> None:
-    """Each bucket: a data-parallel all-reduce of one member (its transfer is zero on one device),
-    queued after the previous bucket, issued at its instant; the backward's end waits for it (the
-    next instant of the main thread when the bucket is issued at the backward's very end)."""
+    """Each planned collective: a data-parallel instance of one member (its transfer is zero on one
+    device), queued after the previous one on the rank, issued at its instant; the instant it is
+    awaited at waits for it (the next main-thread instant when issued and awaited at one instant)."""
     previous_end = None
-    for bucket in buckets:
-        i = bisect_left(instants, bucket.issue_ns)
+    for item in sorted(planned, key=lambda p: p.issue_ns):
+        i = bisect_left(instants, item.issue_ns)
         issue = nodes[i]
-        k = bisect_left(instants, bucket.wait_ns) if bucket.wait_ns > bucket.issue_ns else i + 1
+        k = bisect_left(instants, item.wait_ns) if item.wait_ns > item.issue_ns else i + 1
         wait = nodes[k] if k < len(nodes) else None
-        start = b.node(bucket.issue_ns, rank)
-        end = b.node(bucket.issue_ns, rank)
+        start = b.node(item.issue_ns, rank)
+        end = b.node(item.issue_ns, rank)
         b.edge(issue, start)
-        if previous_end is not None and bucket.number:
+        if previous_end is not None:
             b.edge(previous_end, start)
-        row = {
-            "transfer_ns": 0.0,
-            "op": "all_reduce",
-            "bytes": bucket.bytes,
-            "group_size": 1,
-            "parallel_dim": "dp",
-        }
-        i = instances.add(("ddp-bucket", rank, bucket.step, bucket.number), row)
+        row = {"transfer_ns": 0.0, "op": item.op, "bytes": item.bytes, "group_size": 1, "parallel_dim": "dp"}
+        i = instances.add(("synthetic", rank, *item.key), row)
         instances.members[i].append((rank, start, end))
         if wait is not None:
             b.edge(end, wait)

@@ -137,10 +137,11 @@ def project_run(
 
 def _notes(facts: RunFacts, run: RunGraph) -> list[str]:
     """What the projection of this run cannot include."""
-    if facts.world_size == 1 and (facts.strategy or "").startswith("fsdp") and not run.instances.members:
+    if (facts.strategy or "").startswith("fsdp") and not facts.fsdp_units and not run.instances.members:
         return [
-            "FSDP measured on one device issues no collective and its units' parameter bytes are not "
-            "recorded: the projection leaves out its all-gathers and reduce-scatters (optimistic)"
+            "FSDP measured on one device issues no collective and its manifest records no fsdp_units "
+            "(collected before tracehouse recorded them): the projection leaves out its all-gathers "
+            "and reduce-scatters (optimistic)"
         ]
     return []
 

@@ -7,6 +7,7 @@ whose main thread (`cpu_main_threads`) plays the device (METHODOLOGY "Steps on a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,10 @@ QUERIES = {
         FROM events WHERE {RUN_FILTER} AND starts_with(name, 'autograd::engine::evaluate_function:')
           AND dur_ns > 0
         ORDER BY rank, start_ns""",
+    "fsdp_hooks": f"""
+        SELECT rank, name, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
+        FROM events WHERE {RUN_FILTER} AND starts_with(name, 'FSDP::') AND dur_ns >= 0
+        ORDER BY rank, start_ns""",
     "cpu_compute": f"""
         SELECT rank, start_ns, end_ns FROM cpu_compute_segments WHERE {RUN_FILTER}
         ORDER BY rank, start_ns""",
@@ -81,6 +86,7 @@ class RunFacts:
     device_type: str | None
     n_params: int | None
     dtype: str | None
+    fsdp_units: dict[str, int]  # FSDP unit ("" the root) -> parameters, from the manifest
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ class RunTimeline:
     steps: pl.DataFrame
     optimizer: pl.DataFrame
     backward: pl.DataFrame
+    fsdp_hooks: pl.DataFrame
     comm: pl.DataFrame
     cpu_compute: pl.DataFrame
     windows: pl.DataFrame
@@ -118,11 +125,14 @@ def load_run(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> 
 def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> RunFacts:
     """The `runs` row of the run."""
     row = connection.execute(
-        """SELECT study, run_id, strategy, world_size, nodes, devices_per_node, dp, tp, pp,
-                  tokens_per_step, device_type, n_params, dtype
-           FROM runs WHERE study = ? AND run_id = ?""",
+        """SELECT r.study, r.run_id, r.strategy, r.world_size, r.nodes, r.devices_per_node, r.dp, r.tp,
+                  r.pp, r.tokens_per_step, r.device_type, r.n_params, r.dtype, m.fsdp_units
+           FROM runs AS r
+           LEFT JOIN run_manifests AS m ON m.study = r.study AND m.run_id = r.run_id
+           WHERE r.study = ? AND r.run_id = ?""",
         [study, run_id],
     ).fetchall()
     if not row:
         raise WarehouseError(f"no run {study}/{run_id} in the warehouse")
-    return RunFacts(*row[0])
+    *facts, units = row[0]
+    return RunFacts(*facts, fsdp_units=json.loads(units) if units else {})

@@ -41,3 +41,4 @@ CREATE TABLE IF NOT EXISTS run_manifests (
     ingested_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (study, run_id)
 );
+ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS fsdp_units VARCHAR;  -- JSON object: FSDP unit -> parameters
