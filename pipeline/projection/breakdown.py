@@ -10,13 +10,14 @@ from statistics import median
 
 import numpy as np
 from tracehouse.pipeline.projection.build import RunGraph
+from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS
 
 DIMENSIONS = ("dp", "tp", "pp", "other")
 
 
 def dimension_of(dim: str | None) -> str:
     """The projection's four groups of parallel dimensions."""
-    if dim in ("dp", "dp_shard", "dp_replicate", "world"):
+    if dim in DATA_PARALLEL_DIMS:
         return "dp"
     if dim in ("tp", "pp"):
         return dim

@@ -23,9 +23,7 @@ from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.graph import Cost, Phase
 from tracehouse.pipeline.projection.network import NetworkModel
-from tracehouse.pipeline.projection.timeline import RunFacts
-
-DATA_PARALLEL_DIMS = frozenset({"dp", "dp_shard", "dp_replicate", "world"})
+from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import polars as pl
-from tracehouse.pipeline.projection.timeline import RunTimeline
+from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunTimeline
 
 DDP_FIRST_BUCKET_BYTES = 1 << 20
 DDP_BUCKET_BYTES = 25 << 20
@@ -34,7 +34,6 @@ DTYPE_BYTES = {
     "bfloat16": 2,
     "fp64": 8,
 }
-DATA_PARALLEL_DIMS = ("dp", "dp_shard", "dp_replicate", "world")
 FSDP_HOOKS = {"FSDP::pre_forward": "all_gather", "FSDP::pre_backward": "all_gather"}
 FSDP_REDUCE_HOOK = "FSDP::post_backward_reduce"
 

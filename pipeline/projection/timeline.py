@@ -16,6 +16,9 @@ import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError
 
 RUN_FILTER = "study = $study AND run_id = $run_id"
+# The parallel_dim values (comm_exposure) of process groups that grow with data parallelism: the
+# data-parallel mesh dimensions and the whole world (default_pg).
+DATA_PARALLEL_DIMS = ("dp", "dp_shard", "dp_replicate", "world")
 
 QUERIES = {
     "device": f"""
