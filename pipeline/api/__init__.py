@@ -10,6 +10,7 @@ The Python API, over the same library the `tracehouse` command uses:
     wh.charts.breakdown(study="llama2")                      # the report's Altair charts
     wh.diff("fsdp-ws4", "fsdp_tp-ws4-tp2")                   # what changed between two runs
     wh.report("report.html")
+    tracehouse.project("warehouse", study="llama2", world_sizes=[64, 2048])  # `tracehouse project`
 
 This file is the top-level `tracehouse` package (pyproject.toml maps it to `pipeline/api/`).
 Every training rank imports it with the collectors, so it loads duckdb and polars only when a
@@ -26,9 +27,19 @@ from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.ingest.summary import IngestSummary
 
 if TYPE_CHECKING:
+    from tracehouse.pipeline.projection.project import RunProjection
     from tracehouse.pipeline.reading import Charts, Warehouse
 
-__all__ = ["Charts", "IngestSummary", "TracehouseError", "Warehouse", "WarehouseError", "ingest", "open"]
+__all__ = [
+    "Charts",
+    "IngestSummary",
+    "TracehouseError",
+    "Warehouse",
+    "WarehouseError",
+    "ingest",
+    "open",
+    "project",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -66,4 +77,43 @@ def ingest(
 
     return run_ingest(
         paths, warehouse, study=study, run=run, ranks=ranks, scheduler=scheduler, progress=progress
+    )
+
+
+def project(
+    warehouse: str | Path,
+    *,
+    study: str,
+    world_sizes: Iterable[int],
+    run: str | None = None,
+    network: str | Path | None = None,
+    devices_per_node: int | None = None,
+    compute_speedup: float = 1.0,
+    matmul_speedup: float = 1.0,
+    memory_speedup: float = 1.0,
+    ideal_network: bool = False,
+    weak_scaling: bool = False,
+    scenario: str = "baseline",
+) -> list[RunProjection]:
+    """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
+    the points are stored in the warehouse's `projections` table and returned with each run's
+    identity check (docs/projection.md)."""
+    from tracehouse.pipeline.projection.project import project_study
+    from tracehouse.pipeline.projection.scenario import Scenario
+
+    return project_study(
+        Path(warehouse),
+        study=study,
+        run_id=run,
+        world_sizes=list(world_sizes),
+        scenario=Scenario(
+            compute_speedup=compute_speedup,
+            matmul_speedup=matmul_speedup,
+            memory_speedup=memory_speedup,
+            ideal_network=ideal_network,
+            weak_scaling=weak_scaling,
+        ),
+        scenario_name=scenario,
+        network_file=Path(network) if network is not None else None,
+        devices_per_node=devices_per_node,
     )

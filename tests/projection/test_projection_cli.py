@@ -86,3 +86,23 @@ def test_world_sizes_must_be_positive_integers(warehouse: Path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["project", "--warehouse", str(warehouse), "--study", "tiny-cpu-gloo", "--world-sizes", "4,x"])
     assert "not a comma-separated list of integers" in capsys.readouterr().err
+
+
+def test_the_python_api_projects_like_the_command(warehouse: Path) -> None:
+    import tracehouse
+
+    results = tracehouse.project(
+        warehouse,
+        study="tiny-cpu-gloo",
+        run="fsdp-ws2",
+        world_sizes=[8, 64],
+        ideal_network=True,
+        scenario="ideal",
+    )
+    (result,) = results
+    assert [p.world_size for p in result.points] == [2, 8, 64]
+    stored = _rows(
+        warehouse, "SELECT world_size, step_time_us FROM projections WHERE scenario = 'ideal' ORDER BY 1"
+    )
+    assert stored == [(p.world_size, p.step_time_us) for p in result.points]
+    assert all(p.exposed_comm_frac < 0.5 for p in result.points)
