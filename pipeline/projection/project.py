@@ -23,7 +23,7 @@ from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, su
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
-from tracehouse.pipeline.projection.timeline import RunFacts, load_run
+from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, load_run
 
 # The knee: the first world size whose marginal throughput per added device is below this share
 # of the measured throughput per device (the ideal marginal of a perfectly scaling run).
@@ -132,18 +132,24 @@ def project_run(
         times = run.graph.replay(edge_weights(run, layout, scenario, network))
         replays.append((layout, summarize(run, times)))
     points = _points(facts, scenario, scenario_name, network, replays, measured_step)
-    return RunProjection(facts, identity, points, notes=_notes(facts, run))
+    return RunProjection(facts, identity, points, notes=_notes(facts, run, timeline))
 
 
-def _notes(facts: RunFacts, run: RunGraph) -> list[str]:
+def _notes(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> list[str]:
     """What the projection of this run cannot include."""
-    if (facts.strategy or "").startswith("fsdp") and not facts.fsdp_units and not run.instances.members:
-        return [
-            "FSDP measured on one device issues no collective and its manifest records no fsdp_units "
-            "(collected before tracehouse recorded them): the projection leaves out its all-gathers "
-            "and reduce-scatters (optimistic)"
-        ]
-    return []
+    strategy = facts.strategy or ""
+    if strategy not in ("ddp", "fsdp", "fsdp_tp") or run.instances.members:
+        return []
+    if timeline.gpu_ranks:
+        why = "planning them from a GPU trace is not supported yet"
+    elif strategy.startswith("fsdp") and not facts.fsdp_units:
+        why = "its manifest records no fsdp_units (collected before tracehouse recorded them)"
+    else:
+        why = "the trace shows no backward or FSDP hooks to place them at"
+    return [
+        f"{strategy} measured on one data-parallel rank issues no data-parallel collective and {why}: "
+        "the projection leaves them out (optimistic)"
+    ]
 
 
 def _points(
