@@ -17,8 +17,8 @@
 -- the backward annotations PyTorch's own schedules record outside any evaluate_function (FSDP2's
 -- FSDP::post_backward* / FSDP::root_post_backward*, pipelining's `Backward <i>`), or on an autograd
 -- engine thread (named pt_autograd_*); forward inside a ProfilerStep# window of the rank; else other.
--- "Inside" is [start, end) and any of several nested events counts: per thread the context
--- events are grouped by start with a running maximum of their ends, then one ASOF join.
+-- "Inside" is [start, end) and any of several nested events counts: per thread that issued an
+-- interval and per context, a running maximum of the context events' ends, then an ASOF join.
 -- A TABLE, refreshed after every ingest: the public views must not read the Parquet events.
 CREATE OR REPLACE TABLE comm_intervals AS
 WITH comm_names AS (
