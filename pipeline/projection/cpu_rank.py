@@ -1,0 +1,98 @@
+"""One CPU-only (gloo) rank in the replay graph: the main thread as a chain of pieces, its
+communication spans queued per thread, and the collectives planned for a one-rank data-parallel
+run (docs/projection.md)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+import polars as pl
+from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
+from tracehouse.pipeline.projection.graph import Cost, Phase
+from tracehouse.pipeline.projection.synthetic import Synthetic, one_device_collectives
+
+# A main-thread piece that ends at most this long after a communication span ended waited for it.
+CPU_WAIT_NS = 200_000
+
+
+def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
+    """Add one CPU rank's main-thread chain and communication spans to the graph; its windows."""
+    b, t = ctx.b, ctx.timeline
+    steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
+    segments = list(t.cpu_compute.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
+    planned = one_device_collectives(t, rank, segments, steps, spans)
+    instants = sorted(
+        {x for s, e in segments for x in (s, e)}
+        | {x for s, e in steps.select(["start_ns", "end_ns"]).iter_rows() for x in (s, e)}
+        | {x for item in planned for x in (item.issue_ns, item.wait_ns)}
+    )
+    nodes = [b.node(x, rank) for x in instants]
+    seg_starts = [s for s, _ in segments]
+    # Communication spans, queued per thread, issued from the main-thread instant before them.
+    span_rows = list(spans.iter_rows(named=True))
+    span_nodes = [(b.node(r["start_ns"], rank), b.node(r["end_ns"], rank)) for r in span_rows]
+    queue_events = []
+    for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
+        at = bisect_right(instants, r["start_ns"]) - 1
+        queue_events.append((s_node, e_node, hash(r["tid"]), nodes[at] if at >= 0 else None))
+    place_queue(b, queue_events, other_queues=None)
+    for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
+        ctx.comm_end(rank, s_node, e_node, r["end_ns"] - r["start_ns"], r)
+        ctx.intervals.append((rank, s_node, e_node, "comm", r["parallel_dim"]))
+    span_ends = sorted((r["end_ns"], e) for r, (_, e) in zip(span_rows, span_nodes, strict=True))
+    end_times = [x for x, _ in span_ends]
+    # The main thread's chain of pieces.
+    for i in range(len(instants) - 1):
+        a, z = instants[i], instants[i + 1]
+        k = bisect_right(seg_starts, a) - 1
+        if k >= 0 and segments[k][0] <= a and z <= segments[k][1]:
+            phase = Phase.OPTIMIZER if inside(optimizer, a) else Phase.STEP
+            b.edge(nodes[i], nodes[i + 1], base=z - a, cost=Cost.COMPUTE_OTHER, phase=phase)
+            ctx.intervals.append((rank, nodes[i], nodes[i + 1], "compute", None))
+            continue
+        j = bisect_right(end_times, z) - 1
+        if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS:
+            tail = z - end_times[j]
+            b.edge(nodes[i], nodes[i + 1], fixed=tail)
+            b.edge(span_ends[j][1], nodes[i + 1], fixed=tail)
+        else:
+            b.edge(nodes[i], nodes[i + 1], fixed=z - a)
+    index = {x: n for x, n in zip(instants, nodes, strict=True)}
+    _add_synthetic(ctx, rank, planned, instants, nodes)
+    rows = list(steps.select(["step", "start_ns", "end_ns"]).iter_rows())
+    return RankWindows(
+        rank,
+        [step for step, _, _ in rows],
+        [[index[s]] for _, s, _ in rows],
+        [],
+        [index[e] for _, _, e in rows],
+    )
+
+
+def _add_synthetic(
+    ctx: RunContext, rank: int, planned: list[Synthetic], instants: list[int], nodes: list[int]
+) -> None:
+    """Each planned collective: a data-parallel instance of one member (its transfer is zero on one
+    device), queued after the previous one on the rank, issued at its instant; the instant it is
+    awaited at waits for it (the next main-thread instant when issued and awaited at one instant)."""
+    b = ctx.b
+    previous_end = None
+    for item in sorted(planned, key=lambda p: p.issue_ns):
+        i = bisect_left(instants, item.issue_ns)
+        issue = nodes[i]
+        k = bisect_left(instants, item.wait_ns) if item.wait_ns > item.issue_ns else i + 1
+        wait = nodes[k] if k < len(nodes) else None
+        start = b.node(item.issue_ns, rank)
+        end = b.node(item.issue_ns, rank)
+        b.edge(issue, start)
+        if previous_end is not None:
+            b.edge(previous_end, start)
+        row = {"transfer_ns": 0.0, "op": item.op, "bytes": item.bytes, "group_size": 1, "parallel_dim": "dp"}
+        i = ctx.instances.add(("synthetic", rank, *item.key), row)
+        ctx.instances.members[i].append((rank, start, end))
+        if wait is not None:
+            b.edge(end, wait)
+        ctx.intervals.append((rank, start, end, "comm", "dp"))
+        previous_end = end

@@ -1,0 +1,173 @@
+"""One GPU rank in the replay graph: host runtime calls in one chain, device work queued per
+stream after its launch, synchronising calls waiting for the device (docs/projection.md)."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+
+import polars as pl
+from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
+from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase
+from tracehouse.pipeline.projection.timeline import RunTimeline
+
+# Host runtime calls that block until device work is done: by name, case-insensitive.
+SYNC_CALL = re.compile(r"synchroniz|memcpy", re.IGNORECASE)
+DEVICE_WIDE_SYNC = re.compile(r"(device|ctx|context)synchroniz", re.IGNORECASE)
+# Kernels of the tensor-core class a scenario may speed up apart from the rest.
+MATMUL_KERNEL = re.compile(
+    r"gemm|matmul|mma|cutlass|cublas|attention|attn|flash|fmha|sdpa|conv", re.IGNORECASE
+)
+
+
+def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
+    """Add one GPU rank's host chain and device queues to the graph; its windows."""
+    b, t = ctx.b, ctx.timeline
+    calls = t.runtime.filter(pl.col("rank") == rank)
+    starts = calls["start_ns"].to_list()
+    ends = calls["end_ns"].to_list()
+    call_start = [b.node(s, rank) for s in starts]
+    call_end = [b.node(e, rank) for e in ends]
+    launch_of: dict[int, int] = {}
+    for i, corr in enumerate(calls["correlation"].to_list()):
+        if corr is not None and corr not in launch_of:
+            launch_of[corr] = i
+    # The host chain: each call starts after the instant just before it (ends first at a tie).
+    # (A call of zero duration keeps its start before its end.)
+    points = sorted(
+        [(e, int(e == s), i, 1) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
+        + [(s, 1, i, 0) for i, s in enumerate(starts)]
+    )
+    previous = None
+    for when, _, i, is_end in points:
+        is_start = not is_end
+        node = call_start[i] if is_start else call_end[i]
+        if is_start and previous is not None:
+            b.edge(previous[1], node, fixed=when - previous[0])
+        previous = (when, node)
+
+    dev = t.device.filter(pl.col("rank") == rank)
+    optimizer = [
+        (s, e)
+        for s, e in t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows()
+    ]
+    comm_rows = {
+        (r["start_ns"], r["end_ns"], r["name"]): r
+        for r in t.comm.filter(pl.col("rank") == rank).iter_rows(named=True)
+    }
+    events = []
+    by_stream_ends: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    device_nodes = []
+    for row in dev.iter_rows(named=True):
+        s_node = b.node(row["start_ns"], rank)
+        e_node = b.node(row["end_ns"], rank)
+        call = launch_of.get(row["correlation"]) if row["correlation"] is not None else None
+        events.append((s_node, e_node, row["stream"], call_start[call] if call is not None else None))
+        by_stream_ends[row["stream"]].append((row["end_ns"], e_node))
+        device_nodes.append((row, s_node, e_node, call))
+    other = {q: ([e for e, _ in sorted(v)], [n for _, n in sorted(v)]) for q, v in by_stream_ends.items()}
+    place_queue(b, events, other_queues=other)
+
+    for row, s_node, e_node, call in device_nodes:
+        duration = row["end_ns"] - row["start_ns"]
+        launch_at = starts[call] if call is not None else None
+        phase = Phase.OPTIMIZER if launch_at is not None and inside(optimizer, launch_at) else Phase.STEP
+        if row["class"] == "comm":
+            comm = comm_rows.get((row["start_ns"], row["end_ns"], row["name"]))
+            ctx.comm_end(rank, s_node, e_node, duration, comm)
+            ctx.intervals.append((rank, s_node, e_node, "comm", comm["parallel_dim"] if comm else "unknown"))
+            continue
+        ctx.intervals.append(
+            (rank, s_node, e_node, "memory" if row["class"] == "memory" else "compute", None)
+        )
+        if row["class"] == "memory":
+            b.edge(s_node, e_node, base=duration, cost=Cost.MEMORY, phase=phase)
+        else:
+            cost = Cost.COMPUTE_MATMUL if MATMUL_KERNEL.search(row["name"] or "") else Cost.COMPUTE_OTHER
+            b.edge(s_node, e_node, base=duration, cost=cost, phase=phase)
+
+    _host_durations(b, calls, call_start, call_end, device_nodes)
+    return _gpu_windows(t, rank, device_nodes, starts)
+
+
+def _host_durations(
+    b: GraphBuilder, calls: pl.DataFrame, call_start: list[int], call_end: list[int], device_nodes: list
+) -> None:
+    """Each host call lasts its measured duration, except a synchronising call that waited: it ends
+    `tail` after the latest device work it waited for (tail measured from that work's end)."""
+    starts = calls["start_ns"].to_list()
+    ends = calls["end_ns"].to_list()
+    names = calls["name"].to_list()
+    by_end = sorted((row["end_ns"], i) for i, (row, *_rest) in enumerate(device_nodes))
+    end_times = [e for e, _ in by_end]
+    streams: dict[int, list[int]] = defaultdict(list)  # stream -> device indices in start order
+    for i, (row, *_rest) in enumerate(device_nodes):
+        streams[row["stream"]].append(i)
+    for i, name in enumerate(names):
+        s, e = starts[i], ends[i]
+        awaited = []
+        if name and SYNC_CALL.search(name):
+            lo, hi = bisect_right(end_times, s), bisect_right(end_times, e)
+            launched_before = [
+                j
+                for _, j in by_end[lo:hi]
+                if device_nodes[j][3] is not None and starts[device_nodes[j][3]] < s
+            ]
+            if launched_before:
+                latest = max(launched_before, key=lambda j: device_nodes[j][0]["end_ns"])
+                wide = DEVICE_WIDE_SYNC.search(name) is not None
+                chosen = (
+                    [_stream_last(device_nodes, streams[q], starts, s, e) for q in streams]
+                    if wide
+                    else [
+                        _stream_last(device_nodes, streams[device_nodes[latest][0]["stream"]], starts, s, e)
+                    ]
+                )
+                awaited = [j for j in chosen if j is not None] or [latest]
+        if not awaited:
+            b.edge(call_start[i], call_end[i], fixed=e - s)
+            continue
+        done = max(device_nodes[j][0]["end_ns"] for j in awaited)
+        tail = e - done
+        b.edge(call_start[i], call_end[i], fixed=tail)
+        for j in awaited:
+            b.edge(device_nodes[j][2], call_end[i], fixed=tail)
+
+
+def _stream_last(device_nodes: list, indices: list[int], starts: list[int], s: int, e: int) -> int | None:
+    """The last device event of one stream launched before `s` that ended by `e` (None if none)."""
+    best = None
+    for j in indices:
+        row, _, _, call = device_nodes[j]
+        if call is not None and starts[call] < s and row["end_ns"] <= e and row["end_ns"] > s:
+            best = j
+    return best
+
+
+def _gpu_windows(t: RunTimeline, rank: int, device_nodes: list, launch_starts: list[int]) -> RankWindows:
+    """METHODOLOGY's GPU windows: a step opens at the first start of its GPU events (by launch)."""
+    steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
+    spans = list(steps.select(["step", "start_ns", "end_ns"]).iter_rows())
+    all_ends = [n[2] for n in device_nodes]
+    if not spans:
+        return RankWindows(rank, [None], [[n[1] for n in device_nodes]], all_ends, [None])
+    members: dict[int, list[int]] = defaultdict(list)
+    last_ends: dict[int, list[int]] = defaultdict(list)
+    for _row, s_node, e_node, call in device_nodes:
+        if call is None:
+            continue
+        at = launch_starts[call]
+        for step, start, end in spans:
+            if start <= at < end:
+                members[step].append(s_node)
+                last_ends[step].append(e_node)
+                break
+    ordered = [step for step, _, _ in spans if members.get(step)]
+    return RankWindows(
+        rank,
+        ordered,
+        [members[s] for s in ordered],
+        last_ends[ordered[-1]] if ordered else [],
+        [None] * len(ordered),
+    )
