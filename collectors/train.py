@@ -33,9 +33,9 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def init_distributed() -> torch.device:
-    """Join the process group (NCCL on GPUs, gloo on CPU) and return this rank's device."""
-    if torch.cuda.is_available():
+def init_distributed(backend: str | None = None) -> torch.device:
+    """Join the process group (`backend`, else NCCL on GPUs and gloo on CPU); this rank's device."""
+    if (backend or ("nccl" if torch.cuda.is_available() else "gloo")) == "nccl":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device)

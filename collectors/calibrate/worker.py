@@ -29,19 +29,7 @@ from tracehouse.collectors.calibrate.spec import (
     known_skip,
 )
 from tracehouse.collectors.run_manifest import cpu_name, device_facts
-
-
-def init_distributed(backend: str) -> torch.device:
-    """Join the process group of the spec's backend and return this rank's device."""
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if backend == "nccl":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-        return device
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    dist.init_process_group("gloo")
-    return torch.device("cpu")
+from tracehouse.collectors.train import init_distributed
 
 
 def synchronize(device: torch.device) -> None:

@@ -93,27 +93,29 @@ def project(
     memory_speedup: float = 1.0,
     ideal_network: bool = False,
     weak_scaling: bool = False,
-    scenario: str = "baseline",
+    scenario: str | None = None,
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
     the points are stored in the warehouse's `projections` table and returned with each run's
-    identity check (docs/projection.md)."""
+    identity check (docs/projection.md). `scenario` names the points (default: from what changes)."""
     from tracehouse.pipeline.projection.project import project_study
     from tracehouse.pipeline.projection.scenario import Scenario
 
+    changes = Scenario(
+        compute_speedup=compute_speedup,
+        matmul_speedup=matmul_speedup,
+        memory_speedup=memory_speedup,
+        ideal_network=ideal_network,
+        weak_scaling=weak_scaling,
+    )
+    network_file = Path(network) if network is not None else None
     return project_study(
         Path(warehouse),
         study=study,
         run_id=run,
         world_sizes=list(world_sizes),
-        scenario=Scenario(
-            compute_speedup=compute_speedup,
-            matmul_speedup=matmul_speedup,
-            memory_speedup=memory_speedup,
-            ideal_network=ideal_network,
-            weak_scaling=weak_scaling,
-        ),
-        scenario_name=scenario,
-        network_file=Path(network) if network is not None else None,
+        scenario=changes,
+        scenario_name=scenario or changes.short_name(network_file),
+        network_file=network_file,
         devices_per_node=devices_per_node,
     )

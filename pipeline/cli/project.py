@@ -70,24 +70,6 @@ def world_sizes(text: str) -> list[int]:
     return sizes
 
 
-def scenario_name(args: argparse.Namespace) -> str:
-    """A short name from the options that change something."""
-    parts = []
-    if args.compute_speedup != 1:
-        parts.append(f"compute-x{args.compute_speedup:g}")
-    if args.matmul_speedup != 1:
-        parts.append(f"matmul-x{args.matmul_speedup:g}")
-    if args.memory_speedup != 1:
-        parts.append(f"copies-x{args.memory_speedup:g}")
-    if args.ideal_network:
-        parts.append("ideal-network")
-    elif args.network is not None:
-        parts.append(f"network-{args.network.stem}")
-    if args.weak_scaling:
-        parts.append("weak")
-    return "+".join(parts) or "baseline"
-
-
 def handle(args: argparse.Namespace) -> int:
     """Project, store, print."""
     if args.devices_per_node is not None and args.devices_per_node < 1:
@@ -110,7 +92,7 @@ def handle(args: argparse.Namespace) -> int:
         run_id=args.run,
         world_sizes=args.world_sizes,
         scenario=scenario,
-        scenario_name=args.scenario or scenario_name(args),
+        scenario_name=args.scenario or scenario.short_name(args.network),
         network_file=args.network,
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),

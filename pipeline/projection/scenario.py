@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from tracehouse.pipeline.common.errors import TracehouseError
@@ -40,6 +41,25 @@ class Scenario:
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup"):
             if not getattr(self, name) > 0:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
+
+    def short_name(self, network_file: Path | None) -> str:
+        """A name from what the scenario changes ("baseline" when nothing), e.g. compute-x2+ideal-network."""
+        parts = [
+            f"{label}-x{factor:g}"
+            for label, factor in (
+                ("compute", self.compute_speedup),
+                ("matmul", self.matmul_speedup),
+                ("copies", self.memory_speedup),
+            )
+            if factor != 1
+        ]
+        if self.ideal_network:
+            parts.append("ideal-network")
+        elif network_file is not None:
+            parts.append(f"network-{network_file.stem}")
+        if self.weak_scaling:
+            parts.append("weak")
+        return "+".join(parts) or "baseline"
 
     def describe(self, network: NetworkModel | None) -> str:
         """The assumptions in words (stored with every projection, printed by the report)."""
