@@ -188,6 +188,26 @@ class Warehouse:
         """One row per rank trace: which rule gave its breakdown, or why it has none."""
         return _filtered(self.connection, "trace_coverage", {"study": study, "run_id": run, "rank": rank})
 
+    def network_curves(
+        self, study: str | None = None, run: str | None = None, op: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per calibration point (nccl-tests size or traced collective): op, ranks, bytes, busbw."""
+        return _filtered(self.connection, "network_curves", {"study": study, "run_id": run, "op": op})
+
+    def projections(
+        self, study: str | None = None, run: str | None = None, scenario: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per run, scenario and world size `tracehouse project` replayed: step, throughput, knee."""
+        exists = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'projections'"
+        if not self.connection.sql(exists).fetchall()[0][0]:
+            raise WarehouseError(
+                f"{self.directory}: no projections yet; make them with "
+                "tracehouse project --warehouse DIR --study S --world-sizes 8,16,..."
+            )
+        return _filtered(
+            self.connection, "projections", {"study": study, "run_id": run, "scenario": scenario}
+        )
+
     def ingest_errors(self) -> duckdb.DuckDBPyRelation:
         """One row per file whose latest ingest failed: path, hash, one-line reason, internal or not."""
         return self.connection.table("ingest_errors")
@@ -263,6 +283,18 @@ class Charts:
         from tracehouse.reports.charts import scaling
 
         return scaling.efficiency_chart(self.warehouse.connection, self._study(study))
+
+    def projected_throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """Projected tokens/s per device against devices per run and scenario, the knee marked."""
+        from tracehouse.reports.charts import projection
+
+        return projection.throughput_chart(self.warehouse.connection, self._study(study))
+
+    def projected_breakdown(self, study: str | None = None) -> alt.TopLevelMixin | None:
+        """The projected step split into compute / exposed communication / other / idle per world size."""
+        from tracehouse.reports.charts import projection
+
+        return projection.breakdown_chart(self.warehouse.connection, self._study(study))
 
     def power(self, study: str | None = None) -> alt.TopLevelMixin | None:
         """Power per device and tokens per joule against devices."""

@@ -65,7 +65,25 @@ FIGURE_OF_CHART = {
     "rank_heatmap": "fig-ranks",
     "top_kernels": "fig-kernels",
     "power": "fig-power",
+    "projected_throughput": "fig-projection-throughput",
+    "projected_breakdown": "fig-projection-breakdown",
 }
+
+
+@pytest.fixture(scope="module")
+def projected_warehouse(sample_warehouse, tmp_path_factory):
+    """A copy of the sample warehouse with two runs projected by `tracehouse project`."""
+    import shutil
+
+    from tracehouse.pipeline.cli.main import main
+
+    target = tmp_path_factory.mktemp("projected") / "warehouse"
+    shutil.copytree(sample_warehouse, target)
+    for run in ("ddp-ws2", "tp-ws2"):
+        argv = ["project", "--warehouse", str(target), "--study", "tiny-cpu-gloo", "--run", run]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main([*argv, "--world-sizes", "4,16,64"]) == 0
+    return target
 
 
 def rounded(value):
@@ -81,7 +99,7 @@ def rounded(value):
     return value
 
 
-def test_every_chart_is_the_reports_chart(sample_warehouse, tmp_path):
+def test_every_chart_is_the_reports_chart(projected_warehouse, tmp_path):
     import inspect
 
     import tracehouse
@@ -91,7 +109,7 @@ def test_every_chart_is_the_reports_chart(sample_warehouse, tmp_path):
         n for n, _ in inspect.getmembers(tracehouse.Charts, inspect.isfunction) if not n.startswith("_")
     }
     assert public == set(FIGURE_OF_CHART)
-    with tracehouse.open(sample_warehouse) as wh:
+    with tracehouse.open(projected_warehouse) as wh:
         wh.report(tmp_path / "r.html")
         specs = pagecheck.read(tmp_path / "r.html").specs()
         for name, figure in FIGURE_OF_CHART.items():

@@ -114,6 +114,8 @@ def _curve_tooltip() -> list[alt.Tooltip]:
 def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
     """Projected tokens/s per device against devices (log2), one line per run and scenario, knees marked,
     the measured scale points as dots; None without projected throughput."""
+    if not available(con, study):
+        return None
     projected = projected_rows(con, study).filter(pl.col("tokens_per_s_per_device") > 0)
     if projected.is_empty():
         return None
@@ -126,7 +128,9 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         "knee",
         pl.lit("projected").alias("source"),
     )
-    measured = measured_rows(con, study).filter(pl.col("strategy").is_in(curves["strategy"].unique()))
+    measured = measured_rows(con, study).filter(
+        pl.col("strategy").is_in(curves["strategy"].unique().implode())
+    )
     dots = measured.select(
         "strategy",
         pl.col("run_id").alias("curve"),
@@ -184,6 +188,8 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
 def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
     """The projected step split into compute / exposed communication / other / idle, per world size,
     for each strategy's largest measured run; None without projections."""
+    if not available(con, study):
+        return None
     rows = breakdown_rows(projected_rows(con, study))
     if rows.is_empty():
         return None

@@ -21,7 +21,10 @@ so its list of names is checked directly.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +32,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from support.testdata import PUBLIC_BY_DESIGN
+from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.view_docs import load_contracts
 from tracehouse.reports.build import build_page
 from tracehouse.reports.provenance import provenance_tables
@@ -97,9 +101,20 @@ def violations(con: duckdb.DuckDBPyConnection, statements: list[str], allowed: f
     return found
 
 
-@pytest.fixture(params=["hostile_real_warehouse", "sample_warehouse", "dev_warehouse"])
+@pytest.fixture(scope="module")
+def projected_warehouse(sample_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the sample warehouse with one run projected (the projection section's reads)."""
+    target = tmp_path_factory.mktemp("projected") / "warehouse"
+    shutil.copytree(sample_warehouse, target)
+    argv = ["project", "--warehouse", str(target), "--study", "tiny-cpu-gloo", "--run", "ddp-ws2"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main([*argv, "--world-sizes", "4,16"]) == 0
+    return target
+
+
+@pytest.fixture(params=["hostile_real_warehouse", "sample_warehouse", "dev_warehouse", "projected_warehouse"])
 def report_connection(request: pytest.FixtureRequest) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
-    """A report's connection (real ingests: GPU, CPU; and the fabricated study with power) and its study."""
+    """A report's connection (real ingests: GPU, CPU, CPU projected; fabricated with power), its study."""
     con = open_warehouse(request.getfixturevalue(request.param))
     yield con, pick_study(con, None)
     con.close()
@@ -122,6 +137,12 @@ def test_every_report_statement_names_public_views_only(report_connection) -> No
     seen = set().union(*(named(con, s)[0] for s in page))
     assert {"top_kernels", "power_coverage", "scale_points", "runs", "traces", "ingest_errors"} <= seen
     assert compare is None or "run_diff" in seen  # the comparison section, where the study has two runs
+    projected = (
+        con.sql("SELECT count(*) FROM projections").fetchall()[0][0]
+        if has_relation(con, "projections")
+        else 0
+    )
+    assert not projected or "projections" in seen  # the projection section, where the study has projections
 
 
 def test_the_views_open_warehouse_snapshots_are_public() -> None:
