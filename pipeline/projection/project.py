@@ -59,6 +59,7 @@ class ProjectedPoint:
     run_id: str
     scenario: str
     assumptions: str
+    notes: str | None
     world_size: int
     measured_world_size: int
     step_time_us: float
@@ -131,8 +132,10 @@ def project_run(
         layout = layout_for(facts, size)
         times = run.graph.replay(edge_weights(run, layout, scenario, network))
         replays.append((layout, summarize(run, times)))
-    points = _points(facts, scenario, scenario_name, network, replays, measured_step)
-    return RunProjection(facts, identity, points, notes=_notes(facts, run, timeline))
+    notes = _notes(facts, run, timeline)
+    words = (scenario.describe(network), "; ".join(notes) or None)
+    points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
+    return RunProjection(facts, identity, points, notes=notes)
 
 
 def _notes(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> list[str]:
@@ -154,19 +157,20 @@ def _notes(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> list[str]:
 
 def _points(
     facts: RunFacts,
-    scenario: Scenario,
     name: str,
-    network: NetworkModel | None,
+    words: tuple[str, str | None],
+    weak_scaling: bool,
     replays: list[tuple[Layout, ReplayedRun]],
     measured_step: float | None,
 ) -> list[ProjectedPoint]:
-    """Rows with throughput, efficiency against the measured point, marginal throughput and knee."""
+    """Rows with throughput, efficiency against the measured point, marginal throughput and knee;
+    `words` are the scenario's assumptions and what this run's projection leaves out."""
     tokens = facts.tokens_per_step
 
     def throughput(layout: Layout, step_us: float) -> float | None:
         if tokens is None or step_us <= 0:
             return None
-        per_step = tokens * (layout.dp_new / layout.dp if scenario.weak_scaling else 1.0)
+        per_step = tokens * (layout.dp_new / layout.dp if weak_scaling else 1.0)
         return per_step / (step_us / 1e6)
 
     base_tps = None
@@ -198,7 +202,8 @@ def _points(
                 study=facts.study,
                 run_id=facts.run_id,
                 scenario=name,
-                assumptions=scenario.describe(network),
+                assumptions=words[0],
+                notes=words[1],
                 world_size=size,
                 measured_world_size=facts.world_size,
                 step_time_us=replayed.step_time_us,

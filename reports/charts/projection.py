@@ -11,7 +11,7 @@ from tracehouse.reports.charts import kit
 from tracehouse.reports.source import frame, has_relation
 
 PROJECTED = """
-SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions,
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions, p.notes,
        p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
        p.tokens_per_s_per_device, p.scaling_efficiency, p.marginal_tokens_per_s_per_device,
        coalesce(p.knee, false) AS knee,
@@ -276,4 +276,13 @@ def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
         projected_rows(con, study).select("scenario", "assumptions").unique().sort("scenario", "assumptions")
     )
     clauses = [f"{r['scenario']}: {r['assumptions'] or 'not recorded'}" for r in rows.iter_rows(named=True)]
-    return "Assumptions, by scenario: " + "; ".join(clauses) + "."
+    left_out = (
+        projected_rows(con, study).filter(pl.col("notes").is_not_null()).select("run_id", "notes").unique()
+    )
+    notes = [f"{r['run_id']}: {r['notes']}" for r in left_out.sort("run_id").iter_rows(named=True)]
+    return (
+        "Assumptions, by scenario: "
+        + "; ".join(clauses)
+        + "."
+        + (" Left out, by run: " + "; ".join(notes) + "." if notes else "")
+    )

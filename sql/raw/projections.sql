@@ -11,7 +11,8 @@ CREATE TABLE IF NOT EXISTS projections (
     study VARCHAR NOT NULL,
     run_id VARCHAR NOT NULL,
     scenario VARCHAR NOT NULL,
-    assumptions VARCHAR,
+    assumptions VARCHAR,  -- the scenario in words
+    notes VARCHAR,  -- what the projection of this run leaves out, in words (NULL: nothing)
     world_size INTEGER NOT NULL,
     measured_world_size INTEGER,
     step_time_us DOUBLE,
@@ -31,3 +32,4 @@ CREATE TABLE IF NOT EXISTS projections (
     exposed_comm_other_frac DOUBLE,
     created_at TIMESTAMP
 );
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS notes VARCHAR;

@@ -19,6 +19,7 @@ SECTION_ORDER = [
     "breakdown",
     "waits",
     "scaling",
+    "projection",
     "power",
     "collectives",
     "stragglers",

@@ -119,6 +119,12 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
     text = html.unescape(report.read_text())
     for scenario, assumptions in scenarios.iter_rows():
         assert f"{scenario}: {assumptions}" in text
+    # What a run's projection leaves out is said too (the sample fsdp-ws1 manifest predates fsdp_units).
+    notes = frame(
+        con, "SELECT DISTINCT run_id, notes FROM projections WHERE study = $1 AND notes IS NOT NULL", STUDY
+    )
+    assert notes["run_id"].to_list() == ["fsdp-ws1"]
+    assert f"Left out, by run: fsdp-ws1: {notes['notes'][0]}." in text
 
 
 def chart_data(page: Path, figure: str) -> list[dict]:
