@@ -66,10 +66,7 @@ def identity(root: Path) -> None:
             started = time.perf_counter()
             timeline = load_run(con, study, run_id)
             graph = build_run_graph(timeline)
-            measured: dict = {}
-            for rank, step, _, window_us in timeline.windows.iter_rows():
-                measured.setdefault(step, {})[rank] = window_us
-            check = identity_check(graph, measured)
+            check = identity_check(graph, timeline.measured_windows())
             seconds = time.perf_counter() - started
             print(
                 f"   {study + '/' + run_id:<48} {len(check.steps):5d} {100 * check.median_error:7.3f}% "

@@ -120,10 +120,7 @@ def project_run(
     """The run's identity check and its projection at each world size (the measured one added)."""
     timeline = load_run(connection, study, run_id)
     run = build_run_graph(timeline)
-    measured: dict[int | None, dict[int, float]] = {}
-    for rank, step, _, window_us in timeline.windows.iter_rows():
-        measured.setdefault(step, {})[rank] = window_us
-    identity = identity_check(run, measured)
+    identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     sizes = sorted({facts.world_size, *world_sizes})

@@ -111,6 +111,13 @@ class RunTimeline:
     def gpu_ranks(self) -> list[int]:
         return sorted(set(self.device["rank"].to_list()))
 
+    def measured_windows(self) -> dict[int | None, dict[int, float]]:
+        """Per step, per rank: the measured window (step_breakdown.window_us)."""
+        out: dict[int | None, dict[int, float]] = {}
+        for rank, step, _, window_us in self.windows.iter_rows():
+            out.setdefault(step, {})[rank] = window_us
+        return out
+
     @property
     def cpu_ranks(self) -> list[int]:
         gpu = set(self.gpu_ranks)

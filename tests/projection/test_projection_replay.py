@@ -31,16 +31,9 @@ def _graph(warehouse: Path, study: str, run_id: str):
     return timeline, build_run_graph(timeline)
 
 
-def _measured_windows(timeline) -> dict:
-    out: dict = {}
-    for rank, step, _, window_us in timeline.windows.iter_rows():
-        out.setdefault(step, {})[rank] = window_us
-    return out
-
-
 def _check_identity(warehouse: Path, study: str, run_id: str) -> None:
     timeline, run = _graph(warehouse, study, run_id)
-    check = identity_check(run, _measured_windows(timeline))
+    check = identity_check(run, timeline.measured_windows())
     assert len(check.steps) == timeline.windows["step"].n_unique(), "every measured step is replayed"
     assert check.median_error <= MEDIAN_ERROR, (run_id, check.steps)
     assert check.max_error <= MAX_ERROR, (run_id, check.steps)
