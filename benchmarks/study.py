@@ -2,14 +2,17 @@
 
 The study has one run per scale point, world sizes N/2, N/4, ..., 1 plus a second run at 1
 (N ranks in all), each rank a copy of `--source` (benchmarks/replicate.py: ranks patched,
-clocks shifted) with a manifest.json. Three phases, each one `tracehouse` process: `ingest`,
-`views` (one `tracehouse query` reading every public view in full) and `report`. Printed per
-phase: wall seconds, events/s, and the peak RSS of the process tree (the command and any Dask
-workers it starts, summed, sampled every 0.1 s). DuckDB's memory limit is set for every
-connection (TRACEHOUSE_DUCKDB_MEMORY_LIMIT, `--memory-limit`) so the tree stays under 6 GB.
-Everything is written under `--out` (default: a temporary folder, removed afterwards).
+clocks shifted) with a manifest.json; `--copies K` makes each rank hold K consecutive copies of
+the source's step timeline (K times the steps and events per rank). Three phases, each one
+`tracehouse` process: `ingest`, `views` (one `tracehouse query` reading every public view in
+full) and `report`. Printed per phase: wall seconds, events/s, and the peak RSS of the process
+tree (the command and any Dask workers it starts, summed, sampled every 0.1 s). DuckDB's memory
+limit is set for every connection (TRACEHOUSE_DUCKDB_MEMORY_LIMIT, `--memory-limit`) so the tree
+stays under 6 GB. Everything is written under `--out` (default: a temporary folder, removed
+afterwards).
 
-    .venv/bin/python benchmarks/study.py --ranks 64 [--source TRACE] [--memory-limit 4GB] [--out DIR]
+    .venv/bin/python benchmarks/study.py --ranks 64 [--copies 1] [--source TRACE] [--memory-limit 4GB]
+        [--out DIR]
 """
 
 from __future__ import annotations
@@ -77,9 +80,9 @@ def manifest(run_id: str, world_size: int) -> dict:
     return facts
 
 
-def build(out: Path, source: Path, ranks: int) -> int:
+def build(out: Path, source: Path, ranks: int, copies: int = 1) -> int:
     """Write the study's traces and manifests under out/traces; return its number of events."""
-    replicator = Replicator(source)
+    replicator = Replicator(source, copies=copies)
     for i, size in enumerate(world_sizes(ranks)):
         run_id = f"ddp-ws{size}" if i < len(world_sizes(ranks)) - 1 else f"ddp-ws{size}-again"
         folder = out / "traces" / run_id
@@ -123,19 +126,23 @@ def main() -> None:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=64)
+    parser.add_argument("--copies", type=int, default=1, help="copies of the source's timeline per rank")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--memory-limit", default="4GB", help="DuckDB's memory_limit for every connection")
     parser.add_argument("--out", type=Path, help="keep everything here (default: a temporary folder)")
     args = parser.parse_args()
+    if args.copies < 1:
+        raise SystemExit(f"--copies {args.copies}: give at least 1")
     out = args.out or Path(tempfile.mkdtemp(prefix="tracehouse_study_"))
     env = {**os.environ, "TRACEHOUSE_DUCKDB_MEMORY_LIMIT": args.memory_limit}
     warehouse, report = out / "warehouse", out / "report.html"
     try:
         started = time.perf_counter()
-        events = build(out, args.source, args.ranks)
+        events = build(out, args.source, args.ranks, args.copies)
         print(
             f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.ranks} ranks of "
-            f"{args.source.relative_to(SHARED) if args.source.is_relative_to(SHARED) else args.source}, "
+            f"{args.source.relative_to(SHARED) if args.source.is_relative_to(SHARED) else args.source}"
+            f"{f' x {args.copies} timelines' if args.copies > 1 else ''}, "
             f"{events:,} events, runs at world sizes {world_sizes(args.ranks)}; traces written in "
             f"{time.perf_counter() - started:.1f} s; DuckDB memory_limit {args.memory_limit}"
         )
