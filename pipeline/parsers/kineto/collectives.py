@@ -24,9 +24,12 @@ unknown). `seq`: args `Seq` of the kernel or of `record_param_comms`, else NULL 
 `Sequence number` is autograd's, not the collective's). process_group/pg_desc/group_size fall
 back to the single group of `distributedInfo.pg_config` when there is exactly one.
 
-A trace holds tens to thousands of communication events, so the rows are built in plain
-Python over them: as two dozen small Polars queries, this cost more than all of a small
-trace's parse after the scan.
+A trace holds tens to thousands of communication events, and a Polars query costs ~0.1 ms
+whatever its size: Polars does only what reads the whole trace (the candidates, the runtime
+calls with the kernels' correlations); the rows are combined column-wise with pyarrow.compute
+and numpy (microseconds a call), names and dtypes are read once per distinct value
+(`commargs.per_distinct`), host context is found by `spans.holders`, and bytes are multiplied
+as Python integers in numpy object arrays, so that a size beyond int64 is NULL exactly.
 """
 
 from __future__ import annotations
@@ -36,10 +39,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size, kernel_op, op_name
 from tracehouse.pipeline.common.comm_vocabulary import NCCL_ANNOTATION_PREFIX, RECORD_PARAM_COMMS
-from tracehouse.pipeline.parsers.kineto.events import RUNTIME_KIND, int64_or_none
+from tracehouse.pipeline.parsers.kineto.commargs import COMM_ARGS, per_distinct
+from tracehouse.pipeline.parsers.kineto.events import RUNTIME_KIND
 from tracehouse.pipeline.parsers.kineto.gloo import gloo_rows
+from tracehouse.pipeline.parsers.kineto.limits import INT64_MAX, INT64_MIN
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
 from tracehouse.pipeline.parsers.kineto.names import is_comm_kernel
 from tracehouse.pipeline.parsers.kineto.spans import holders
@@ -47,151 +54,258 @@ from tracehouse.pipeline.schema import COLLECTIVES
 
 HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
 NO_LAUNCH = -(2**62)  # the place of a kernel with no runtime call: before everything
-
-# One event of the communication frame (`_comm`): EVENTS columns plus COMM_ARGS.
-Event = dict[str, Any]
-# Where an event's host context is looked up: (time, pid, tid).
-Place = tuple[int, str | None, str | None]
-NOWHERE: Event = {}
+EVENT_COLUMNS = ("_row", "kind", "name", "ts_unix_ns", "dur_ns", "pid", "tid", "correlation")
+# Columns of one set of events: EVENT_COLUMNS, COMM_ARGS and what `_comm` derives, by name.
+Columns = dict[str, Any]
 
 
-def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pl.DataFrame:
-    """The candidate events (`_comm`) with their comm args."""
-    comm = full.filter(pl.col("_comm")).drop("_comm", "_step")
-    return comm.join(comm_args, on="_row", how="inner", maintain_order="left")
+def _width(text: str) -> int | None:
+    """Bytes per element of a dtype spelling (None when unknown)."""
+    dtype = dtype_name(text)
+    return None if dtype is None else dtype_size(dtype)
 
 
-def _launches(full: pl.DataFrame, kernels: list[Event]) -> list[Place]:
-    """Each kernel's earliest runtime call with its correlation (ts, pid, tid); NO_LAUNCH if none."""
-    correlations = [k["correlation"] for k in kernels if k["correlation"] is not None]
-    linked = full.filter(pl.col("correlation").is_in(correlations))  # the kernels and their calls
-    first: dict[int, Place] = {}
-    for kind, corr, ts, pid, tid in linked.select(
-        "kind", "correlation", "ts_unix_ns", "pid", "tid"
-    ).iter_rows():
-        if kind == RUNTIME_KIND and (corr not in first or ts < first[corr][0]):
-            first[corr] = (ts, pid, tid)
-    return [first.get(k["correlation"], (NO_LAUNCH, None, None)) for k in kernels]
+_TEXT = pa.large_string()
+# What the rules read from names and dtypes: source column -> {output: (fn, type)}.
+DERIVED: dict[str, dict[str, tuple[Callable[[Any], Any], pa.DataType]]] = {
+    "name": {
+        "name_op": (op_name, _TEXT),
+        "kernel_op": (kernel_op, _TEXT),
+        "is_comm_kernel": (is_comm_kernel, pa.bool_()),
+    },
+    "collective_name": {"collective_op": (op_name, _TEXT)},
+    "dtype": {"dtype_name": (dtype_name, _TEXT), "dtype_bytes": (_width, pa.int64())},
+    "input_type": {"input_dtype": (dtype_name, _TEXT), "input_bytes": (_width, pa.int64())},
+}
+# The columns read from the record_param_comms op and from the `nccl:*` annotation of an event.
+RPC = (
+    "collective_name", "collective_op", "in_nelems", "out_nelems", "group_size", "dtype", "dtype_name",
+    "dtype_bytes", "pg_name", "pg_desc", "seq",
+)  # fmt: skip
+ANN = ("name_op", "input_type", "input_dtype", "input_bytes", "numel")
+OWN = (*RPC, "kernel_op")  # what a communication kernel reads from its own args
+OUT = ("ts_unix_ns", "dur_ns", "name", "tid")  # what a row keeps of its event
+# Per event, where its host context is looked up: times, and pids and tids (Python objects).
+Place = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def _holding(places: list[Place], outer: list[Event]) -> list[Event]:
-    """Per place, the outer event on its thread whose span holds its time (`spans.holders`)."""
-    if not outer:
-        return [NOWHERE] * len(places)
-    start = np.array([e["ts_unix_ns"] for e in outer], dtype=np.int64)
-    found = holders(
-        [(pid, tid) for _, pid, tid in places],
-        np.array([at for at, _, _ in places], dtype=np.int64),
-        [(e["pid"], e["tid"]) for e in outer],
-        start,
-        start + np.array([e["dur_ns"] for e in outer], dtype=np.int64),
-    )
-    return [NOWHERE if i is None else outer[i] for i in found.tolist(None)]
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in `keys` of each wanted key, whether it is there); `keys` are distinct."""
+    if keys.size == 0:
+        return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
+    order = np.argsort(keys, kind="stable")
+    pos = np.minimum(np.searchsorted(keys[order], wanted), keys.size - 1)
+    return order[pos], keys[order[pos]] == wanted
 
 
-def _host(events: list[Event], is_name: Callable[[str], bool]) -> list[Event]:
-    """The host-side events (ops, annotations) whose name passes `is_name`."""
-    return [e for e in events if e["kind"] in HOST_KINDS and e["name"] is not None and is_name(e["name"])]
+def _columns(frame: pl.DataFrame, keep: pl.Series, columns: tuple[str, ...]) -> dict[str, Any]:
+    """`columns` of the rows of `frame` where `keep`, as arrow arrays (Series filters: no query)."""
+    return {c: frame[c].filter(keep).to_arrow() for c in columns}
 
 
-def _is_rpc(name: str) -> bool:
-    return name == RECORD_PARAM_COMMS
+def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pa.Table:
+    """The candidate events (`_comm`) with their comm args (by `_row`) and what their names and dtypes say."""
+    events = _columns(full, full["_comm"], EVENT_COLUMNS)
+    args = pa.table({c: comm_args[c].to_arrow() for c in COMM_ARGS})
+    rows = events["_row"].to_numpy()
+    if not np.array_equal(rows, args["_row"].to_numpy()):  # as an inner join (dropped events, unsorted args)
+        at, found = _lookup(args["_row"].to_numpy(), rows)
+        events, args = {c: v.filter(found) for c, v in events.items()}, args.take(at[found])
+    table = pa.table({**events, **{c: args[c] for c in COMM_ARGS if c != "_row"}})
+    for source, derived in DERIVED.items():
+        for name, values in per_distinct(table[source], derived).items():
+            table = table.append_column(name, values)
+    return table
 
 
-def _is_annotation(name: str) -> bool:
-    return name.startswith(NCCL_ANNOTATION_PREFIX)
+def _take(table: pa.Table, rows: np.ndarray, found: np.ndarray) -> Columns:
+    """The given rows of `table`, NULL where `found` is False."""
+    taken = table.take(pa.array(rows, type=pa.int64(), mask=~found))
+    return dict(zip(taken.column_names, taken.columns, strict=True))
 
 
-def _first(*values: Any) -> Any:
-    return next((v for v in values if v is not None), None)
+def _mask(values: Any) -> np.ndarray:
+    """A boolean array as numpy, NULL as False."""
+    return pc.fill_null(values, False).to_numpy(zero_copy_only=False)
 
 
-def _of(fn: Callable[[str], Any], value: str | None) -> Any:
-    return None if value is None else fn(value)
+def _host(table: pa.Table) -> np.ndarray:
+    """Which rows are host-side events (ops, annotations)."""
+    return _mask(pc.is_in(table["kind"], value_set=pa.array(HOST_KINDS, type=table["kind"].type)))
 
 
-def _fields(event: Event, rpc: Event, ann: Event, single: dict[str, Any], own: bool) -> tuple[Any, ...]:
-    """(op, process_group, pg_desc, seq, bytes, dtype, group_size) of one communication event.
+def _objects(values: Any) -> np.ndarray:
+    """An arrow array as a numpy array of Python objects (NULL as None)."""
+    return np.array(values.to_pylist(), dtype=object)
 
-    Each field from the event's own args (when `own`), else its record_param_comms, else its
-    `nccl:*` annotation (op, dtype, shape), else the single process group.
+
+def _holding(
+    place: Place, table: pa.Table, outer: np.ndarray, columns: tuple[str, ...], prefix: str
+) -> Columns:
+    """Per place, `columns` of the outer event (of the rows `outer` of `table`) holding it.
+
+    The outer event is on the place's thread and its span holds the place's time (the rule of
+    `spans.holders`); NULL where none does.
     """
-
-    def pick(key: str) -> Any:
-        return _first(event[key] if own else None, rpc.get(key))
-
-    op = _first(
-        _of(op_name, pick("collective_name")),
-        _of(op_name, ann.get("name")),
-        _of(kernel_op if own else op_name, event["name"]),
+    at, pids, tids = place
+    if outer.size == 0:
+        return {prefix + c: pa.nulls(at.size, type=table[c].type) for c in columns}
+    start = table["ts_unix_ns"].to_numpy()[outer]
+    found = holders(
+        zip(pids, tids, strict=True),
+        at,
+        zip(pc.take(table["pid"], outer).to_pylist(), pc.take(table["tid"], outer).to_pylist(), strict=True),
+        start,
+        start + table["dur_ns"].to_numpy()[outer],
     )
-    dtype = _of(dtype_name, _first(pick("dtype"), ann.get("input_type")))
-    group_size = _first(pick("group_size"), single["group_size"])
-    shape = ann.get("numel")
-    if shape is not None and op == "all_gather":
-        shape = None if group_size is None else shape * group_size
-    sizes = [n for n in (pick("in_nelems"), pick("out_nelems")) if n is not None]
-    nelems, width = _first(max(sizes, default=None), shape), _of(dtype_size, dtype)
-    nbytes = None if nelems is None or width is None else nelems * width
-    return (
-        op,
-        _first(pick("pg_name"), single["process_group"]),
-        _first(pick("pg_desc"), single["pg_desc"]),
+    held = _take(table.select(columns), outer[found.filled(0)], ~np.ma.getmaskarray(found))
+    return {prefix + c: v for c, v in held.items()}
+
+
+def _first(cols: Columns, *choices: tuple[str, str]) -> Any:
+    """`derived` of the first (raw, derived) column pair whose raw value is not NULL."""
+    *rest, (_, last) = choices
+    value = cols[last]  # NULL wherever its raw value is
+    for raw, derived in reversed(rest):
+        value = pc.if_else(pc.is_valid(cols[raw]), cols[derived], value)
+    return value
+
+
+def _integers(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(Python integers as a numpy object array, NULL as 0; where the value is not NULL)."""
+    return np.array(pc.fill_null(values, 0).to_pylist(), dtype=object), _mask(pc.is_valid(values))
+
+
+def _bytes(op: Any, group_size: Any, nelems: Any, shape: Any, width: Any) -> pa.Array:
+    """nelems, else the annotation's shape (× group size for all_gather), × dtype width.
+
+    Multiplied as Python integers (numpy object arrays), so that a product beyond int64 is NULL
+    exactly, whatever the sizes.
+    """
+    all_gather = _mask(pc.equal(op, "all_gather"))
+    (n, has_n), (s, has_s), (g, has_g), (w, has_w) = map(_integers, (nelems, shape, group_size, width))
+    s, has_s = np.where(all_gather, s * g, s), np.where(all_gather, has_s & has_g, has_s)
+    n, has_n = np.where(has_n, n, s), has_n | has_s
+    nbytes = n * w
+    fits = has_n & has_w & (nbytes >= INT64_MIN) & (nbytes <= INT64_MAX)
+    return pa.array(np.where(fits, nbytes, 0).astype(np.int64), mask=~fits)
+
+
+def _fields(cols: Columns, single: dict[str, Any], own: bool) -> Columns:
+    """op, process_group, pg_desc, seq, bytes, dtype, group_size of each communication event.
+
+    Each field from the event's own args (when `own`), else its record_param_comms (`rpc_*`),
+    else its `nccl:*` annotation (`ann_*`: op, dtype, shape), else the single process group.
+    """
+    sources = ("", "rpc_") if own else ("rpc_",)
+
+    def pick(key: str, default: Any = None) -> Any:
+        values = [cols[s + key] for s in sources]
+        if default is not None:
+            values.append(pa.scalar(default, type=values[0].type))
+        return pc.coalesce(*values) if len(values) > 1 else values[0]
+
+    def first_of(raw: str, derived: str) -> list[tuple[str, str]]:
+        return [(s + raw, s + derived) for s in sources]
+
+    op = pc.coalesce(
+        _first(cols, *first_of("collective_name", "collective_op")),
+        cols["ann_name_op"],
+        cols["kernel_op" if own else "name_op"],
+    )
+    group_size = pick("group_size", single["group_size"])
+    nelems = pc.max_element_wise(pick("in_nelems"), pick("out_nelems"), skip_nulls=True)
+    width = _first(cols, *first_of("dtype", "dtype_bytes"), ("ann_input_type", "ann_input_bytes"))
+    return {
+        "op": op,
+        "process_group": pick("pg_name", single["process_group"]),
+        "pg_desc": pick("pg_desc", single["pg_desc"]),
         # Only a collective's own sequence number: the ops' "Sequence number" arg is autograd's,
         # and a wrong seq would match instances confidently but wrongly (order matching is safe).
-        pick("seq"),
-        int64_or_none(nbytes),
-        dtype,
-        group_size,
-    )
+        "seq": pick("seq"),
+        "bytes": _bytes(op, group_size, nelems, cols["ann_numel"], width),
+        "dtype": _first(cols, *first_of("dtype", "dtype_name"), ("ann_input_type", "ann_input_dtype")),
+        "group_size": group_size,
+    }
 
 
-def _rows(
-    events: list[Event], places: list[Place], comm: list[Event], top: TopLevel, *, own: bool
-) -> list[tuple]:
-    """COLLECTIVES rows of `events`, their host context looked up at `places`, in place order.
+def _rows(rows: np.ndarray, place: Place, table: pa.Table, top: TopLevel, *, own: bool) -> pl.DataFrame:
+    """COLLECTIVES rows of the events `rows` of `table`, host context looked up at `place`, in place order.
 
     `own` (communication kernels): fields from the event's own args first, and the `nccl:*`
     annotation holding the place; else (annotations) each event is its own annotation.
     """
-    order = sorted(range(len(events)), key=lambda i: places[i][0])
-    events, places = [events[i] for i in order], [places[i] for i in order]
-    rpcs = _holding(places, _host(comm, _is_rpc))
-    anns = _holding(places, _host(comm, _is_annotation)) if own else events
-    source = "nccl_kernel" if own else "cpu_annotation"
-    single = top.single_group
-    return [
-        (*_fields(e, rpc, ann, single, own), e["ts_unix_ns"], e["dur_ns"], source, e["name"], e["tid"])
-        for e, rpc, ann in zip(events, rpcs, anns, strict=True)
-    ]
+    order = np.argsort(place[0], kind="stable")
+    rows, place = rows[order], (place[0][order], place[1][order], place[2][order])
+    name, host = table["name"], _host(table)
+    rpc_rows = np.flatnonzero(host & _mask(pc.equal(name, RECORD_PARAM_COMMS)))
+    rpcs = _holding(place, table, rpc_rows, RPC, "rpc_")
+    events = table.select([*(OWN if own else ANN), *OUT]).take(rows)
+    if own:
+        annotations = np.flatnonzero(host & _mask(pc.starts_with(name, NCCL_ANNOTATION_PREFIX)))
+        anns = _holding(place, table, annotations, ANN, "ann_")
+    else:
+        anns = {"ann_" + c: events[c] for c in ANN}
+    cols = {**dict(zip(events.column_names, events.columns, strict=True)), **rpcs, **anns}
+    source = ["nccl_kernel" if own else "cpu_annotation"] * rows.size
+    columns = {**_fields(cols, top.single_group, own), "source": source}
+    return pl.DataFrame(
+        [pl.Series(c, columns[c] if c in columns else cols[c]).cast(t) for c, t in COLLECTIVES.items()]
+    )
 
 
-def kernel_rows(full: pl.DataFrame, comm: list[Event], top: TopLevel) -> list[tuple]:
+def _launches(full: pl.DataFrame, table: pa.Table, kernels: np.ndarray) -> Place:
+    """Where each kernel (rows of `table`) was launched: its earliest runtime call with its correlation.
+
+    Of calls starting together, the first; NO_LAUNCH and no thread for a kernel without one.
+    """
+    correlation = pc.take(table["correlation"], kernels)
+    linked = full["correlation"].is_in(pl.Series(pc.drop_null(correlation)).implode())
+    calls = _columns(full, linked, ("kind", "correlation", "ts_unix_ns", "pid", "tid"))
+    runtime = np.flatnonzero(_mask(pc.equal(calls["kind"], RUNTIME_KIND)))
+    if runtime.size == 0:
+        nobody = np.full(kernels.size, None, dtype=object)
+        return np.full(kernels.size, NO_LAUNCH, dtype=np.int64), nobody, nobody
+    corr, ts = calls["correlation"].to_numpy(), calls["ts_unix_ns"].to_numpy()
+    order = runtime[np.lexsort((ts[runtime], corr[runtime]))]  # stable: of equal times, the first row
+    firsts, at = np.unique(corr[order], return_index=True)
+    pos, found = _lookup(firsts, pc.fill_null(correlation, 0).to_numpy())
+    found &= _mask(pc.is_valid(correlation))
+    call = order[at][pos]
+    pids, tids = _objects(calls["pid"])[call], _objects(calls["tid"])[call]
+    pids[~found], tids[~found] = None, None
+    return np.where(found, ts[call], NO_LAUNCH), pids, tids
+
+
+def kernel_rows(full: pl.DataFrame, table: pa.Table, top: TopLevel) -> pl.DataFrame:
     """One row per communication kernel; its host context is where it was launched."""
-    kernels = [
-        e for e in comm if e["kind"] == "kernel" and e["name"] is not None and is_comm_kernel(e["name"])
-    ]
-    if not kernels:
-        return []
-    return _rows(kernels, _launches(full, kernels), comm, top, own=True)
+    kernels = np.flatnonzero(_mask(pc.equal(table["kind"], "kernel")) & _mask(table["is_comm_kernel"]))
+    if kernels.size == 0:
+        return pl.DataFrame(schema=COLLECTIVES)
+    return _rows(kernels, _launches(full, table, kernels), table, top, own=True)
 
 
-def annotation_rows(comm: list[Event], top: TopLevel) -> list[tuple]:
+def annotation_rows(table: pa.Table, top: TopLevel) -> pl.DataFrame:
     """One row per host `nccl:*` annotation (traces without communication kernels)."""
-    annotations = _host(comm, _is_annotation)
-    places = [(e["ts_unix_ns"], e["pid"], e["tid"]) for e in annotations]
-    return _rows(annotations, places, comm, top, own=False)
+    rows = np.flatnonzero(_host(table) & _mask(pc.starts_with(table["name"], NCCL_ANNOTATION_PREFIX)))
+    if rows.size == 0:
+        return pl.DataFrame(schema=COLLECTIVES)
+    place = (table["ts_unix_ns"].to_numpy()[rows], _objects(table["pid"])[rows], _objects(table["tid"])[rows])
+    return _rows(rows, place, table, top, own=False)
 
 
 def collectives_frame(full: pl.DataFrame, comm_args: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     """All COLLECTIVES rows of one rank trace, in start order."""
     if comm_args.is_empty():
         return pl.DataFrame(schema=COLLECTIVES)
-    comm = _comm(full, comm_args)
-    events = comm.to_dicts()
-    rows = kernel_rows(full, events, top) or annotation_rows(events, top)
-    frame = pl.DataFrame(rows, schema=COLLECTIVES, orient="row")
-    gloo = gloo_rows(comm, top)
+    table = _comm(full, comm_args)
+    frame = kernel_rows(full, table, top)
+    if frame.is_empty():
+        frame = annotation_rows(table, top)
+    gloo = gloo_rows(table, top)
     if not gloo.is_empty():
         frame = pl.concat([frame, gloo], how="vertical")
-    return frame.sort("ts_unix_ns", maintain_order=True)
+    start = frame["ts_unix_ns"].to_numpy()
+    if np.any(start[1:] < start[:-1]):  # kernels in launch order mostly start in order too
+        frame = frame[np.argsort(start, kind="stable")]
+    return frame

@@ -19,9 +19,11 @@ what the span says (group size only when pg_config has exactly one group).
 from __future__ import annotations
 
 import polars as pl
-from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size, op_name
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracehouse.pipeline.common.comm_names import dtype_name
 from tracehouse.pipeline.common.comm_vocabulary import C10D_OP_PREFIX, GLOO_SPAN_PREFIX, LABEL_START
-from tracehouse.pipeline.parsers.kineto.commargs import per_value
+from tracehouse.pipeline.parsers.kineto.commargs import per_distinct
 from tracehouse.pipeline.parsers.kineto.labels import label_columns
 from tracehouse.pipeline.parsers.kineto.limits import int64_product
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
@@ -29,6 +31,8 @@ from tracehouse.pipeline.parsers.kineto.spans import enclosing
 from tracehouse.pipeline.schema import COLLECTIVES
 
 _KEY = ["key_op", "key_bytes", "k"]
+# What a span falls back on from its enclosing `c10d::*` op (input_* as collectives.DERIVED reads them).
+_OP_COLUMNS = ("numel", "input_type", "input_dtype", "input_bytes")
 
 
 def _nth(frame: pl.DataFrame) -> pl.DataFrame:
@@ -41,12 +45,12 @@ def _nth(frame: pl.DataFrame) -> pl.DataFrame:
 def _spans(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     spans = comm.filter(pl.col("name").str.starts_with(GLOO_SPAN_PREFIX))
     ops = comm.filter(pl.col("name").str.starts_with(C10D_OP_PREFIX))
-    spans = enclosing(spans, "ts_unix_ns", ops, ("numel", "input_type"), "op_")
-    dtype = per_value(spans.select(pl.coalesce("input_type", "op_input_type"))[:, 0], dtype_name, "dtype")
+    spans = enclosing(spans, "ts_unix_ns", ops, _OP_COLUMNS, "op_")
+    own = pl.col("input_type").is_not_null()  # the span's own `Input type`, else its op's
     spans = spans.with_columns(
-        per_value(spans["name"], op_name, "key_op"),
-        dtype,
-        per_value(dtype, dtype_size, "dtype_bytes", pl.Int64),
+        pl.col("name_op").alias("key_op"),
+        pl.when(own).then("input_dtype").otherwise("op_input_dtype").alias("dtype"),
+        pl.when(own).then("input_bytes").otherwise("op_input_bytes").alias("dtype_bytes"),
         pl.lit(top.single_group["group_size"], pl.Int64).alias("group_size"),
     )
     payload = (
@@ -71,7 +75,16 @@ def _labels(comm: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("label_bytes") // pl.col("label_group_size"))
         .otherwise(pl.col("label_bytes"))
     )
-    return _nth(labels.with_columns(key_op.alias("key_op"), payload.fill_null(-1).alias("key_bytes")))
+    dtype = per_distinct(
+        labels["label_dtype"].to_arrow(), {"label_dtype_name": (dtype_name, pa.large_string())}
+    )
+    return _nth(
+        labels.with_columns(
+            key_op.alias("key_op"),
+            payload.fill_null(-1).alias("key_bytes"),
+            *(pl.Series(name, values) for name, values in dtype.items()),
+        )
+    )
 
 
 def _from_label(frame: pl.DataFrame, source: str) -> pl.DataFrame:
@@ -81,7 +94,7 @@ def _from_label(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         pl.col("label_pg_desc").alias("pg_desc"),
         pl.col("label_seq").alias("seq"),
         pl.col("label_bytes").alias("bytes"),
-        per_value(frame["label_dtype"], dtype_name, "dtype"),
+        pl.col("label_dtype_name").alias("dtype"),
         pl.col("label_group_size").alias("group_size"),
         pl.lit(source).alias("source"),
     ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
@@ -100,16 +113,12 @@ def _unlabelled(spans: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
     ).select([pl.col(c).cast(t) for c, t in COLLECTIVES.items()])
 
 
-def _has_gloo_or_labels(names: list[str | None]) -> bool:
-    """True when some name is a `gloo:*` span or a tracehouse label (the rows `gloo_rows` reads)."""
-    prefixes = (GLOO_SPAN_PREFIX, LABEL_START)
-    return any(name is not None and name.startswith(prefixes) for name in names)
-
-
-def gloo_rows(comm: pl.DataFrame, top: TopLevel) -> pl.DataFrame:
-    """gloo spans and tracehouse labels as COLLECTIVES rows."""
-    if not _has_gloo_or_labels(comm["name"].to_list()):  # GPU traces: skip ~15 small Polars queries
-        return pl.DataFrame(schema=COLLECTIVES)
+def gloo_rows(table: pa.Table, top: TopLevel) -> pl.DataFrame:
+    """gloo spans and tracehouse labels as COLLECTIVES rows (`table`: collectives' candidate events)."""
+    names = pc.drop_null(pc.unique(table["name"])).to_pylist()
+    if not any(name.startswith((GLOO_SPAN_PREFIX, LABEL_START)) for name in names):  # GPU traces
+        return pl.DataFrame(schema=COLLECTIVES)  # (skips ~15 small Polars queries)
+    comm = pl.DataFrame(dict(zip(table.column_names, table.columns, strict=True)))
     spans, labels = _spans(comm, top), _labels(comm)
     if spans.is_empty() and labels.is_empty():
         return pl.DataFrame(schema=COLLECTIVES)
