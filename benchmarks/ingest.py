@@ -14,23 +14,32 @@ symlink to the one trace (it wants a folder of rank traces).
 End to end, every core (no pinning): `--end-to-end` times the `tracehouse ingest` command (a
 fresh process: interpreter, imports, parse, register, views, materialized tables) against HTA's
 `TraceAnalysis` load (imports excluded) on the same `--ranks` copies of `--source`
-(benchmarks/replicate.py: ranks patched, clocks shifted; `--ranks 1`: the source as it is);
+(benchmarks/replicate.py: ranks patched, clocks shifted, `--copies K` timelines per rank; `--ranks 1`:
+the source as it is);
 `--incremental` times the ingest of `--ranks` such copies as a new run into a warehouse already
 holding `--base-ranks` of them against the same ingest into an empty warehouse;
-`--pool-startup` measures what a local Dask pool costs to start (driver.POOL_STARTUP_S).
+`--pool-startup` measures what a local Dask pool costs to start (driver.POOL_STARTUP_S);
+`--cluster` times `tracehouse ingest --scheduler` on a real `dask scheduler` on 127.0.0.1 with
+1 worker, then 2 (`--ranks` copies, default 16; each a fresh warehouse), and prints the ratio,
+each run's phases (start, tasks, finish) with the driver's CPU time, and what bounds the ratio.
 
-    .venv/bin/python benchmarks/ingest.py --end-to-end [--source TRACE] [--ranks 8] [--repeat 3]
+    .venv/bin/python benchmarks/ingest.py --end-to-end [--source TRACE] [--ranks 8] [--copies 1] [--repeat 3]
     .venv/bin/python benchmarks/ingest.py --incremental [--base-ranks 64] [--ranks 8] [--repeat 3]
     .venv/bin/python benchmarks/ingest.py --pool-startup [--repeat 3]
+    .venv/bin/python benchmarks/ingest.py --cluster [--source TRACE] [--ranks 16] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
+import re
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 from replicate import DEFAULT_SOURCE, Replicator
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -238,12 +248,12 @@ def _load_line() -> str:
     return f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
 
 
-def end_to_end(source: Path, ranks: int, repeat: int) -> None:
+def end_to_end(source: Path, ranks: int, repeat: int, copies: int = 1) -> None:
     """The `tracehouse ingest` command vs HTA's TraceAnalysis load, same rank traces, alternating."""
-    replicator = Replicator(source)
+    replicator = Replicator(source, copies=copies)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "traces"
-        if ranks == 1:  # the source itself, as it is
+        if ranks == 1 and copies == 1:  # the source itself, as it is
             folder.mkdir()
             paths = [folder / source.name]
             paths[0].symlink_to(source.resolve())
@@ -305,6 +315,217 @@ def incremental(source: Path, base_ranks: int, ranks: int, repeat: int) -> None:
     print(f"ratio held / empty: {a / b:.2f}x")
 
 
+DASK = Path(sys.executable).with_name("dask")
+CLUSTER_WAIT_S = 120  # how long a scheduler and its workers may take to come up
+# Workers start as the driver's docstring advises (the task module preloaded), and each new one
+# runs one trace task before any timed run, so the 2-worker runs (a fresh second worker each
+# round) time workers as warm as the 1-worker runs.
+TASK_MODULE = "tracehouse.pipeline.ingest.tasks"
+FILE_LINE = re.compile(r"^tracehouse ingest: (\[\d+/\d+\] |error: )")  # LineProgress, one per file
+
+
+def _spawn(args: list[str]) -> subprocess.Popen:
+    """A process in its own process group (stopping the group also stops a nanny's worker)."""
+    return subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Terminate each process group, then kill what is left after a grace period."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_worker(address: str) -> subprocess.Popen:
+    command = [str(DASK), "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+    return _spawn([*command, "--preload", TASK_MODULE])
+
+
+def _wait_for_workers(address: str, n: int, warm_up: Path) -> None:
+    """Return once the scheduler at address has exactly n workers connected, each warmed up.
+
+    Warm: every worker has run a trace task once (into the scratch warehouse `warm_up`), so no
+    timed run pays a worker's first-use costs (imports, the first parse and Parquet write).
+    """
+    from distributed import Client
+    from tracehouse.pipeline.discovery.search import discover
+    from tracehouse.pipeline.ingest.tasks import load_trace
+    from tracehouse.pipeline.warehouse import create_warehouse
+
+    with Client(address, timeout=CLUSTER_WAIT_S) as client:
+        client.wait_for_workers(n, timeout=CLUSTER_WAIT_S)
+        deadline = time.monotonic() + CLUSTER_WAIT_S
+        while len(client.scheduler_info(n_workers=-1)["workers"]) != n:  # a stopped worker may linger
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{address}: not {n} workers after {CLUSTER_WAIT_S} s")
+            time.sleep(0.1)
+        job = discover([warm_up / "trace"]).traces[0]
+        client.run(load_trace, job, str(create_warehouse(warm_up / "wh")), frozenset())
+
+
+def _cpu_s(procs: list[psutil.Process]) -> float:
+    """CPU seconds (user + system) the processes and their children have used so far."""
+    total = 0.0
+    for proc in procs:
+        for p in [proc, *proc.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                times = p.cpu_times()
+                total += times.user + times.system
+    return total
+
+
+def _busy_s() -> float:
+    """CPU seconds the whole machine has been busy (every process, all cores) since boot."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def cluster_ingest(folder: Path, warehouse: Path, address: str, cluster: list[psutil.Process]) -> dict:
+    """One `tracehouse ingest --scheduler` process, its phases timed by its progress lines on stderr.
+
+    Phases: start (to the `N file(s) to ingest` line: interpreter, imports, connecting,
+    discovery, catalog set-up), tasks (to the last file's line: parsing on the workers,
+    registering on the driver; a run's files are reported once all its ranks are back), finish
+    (to exit: the views and materialized tables). CPU seconds from psutil: the driver's per
+    phase, the scheduler's and workers' (`cluster`) over the whole ingest, and what other
+    processes used meanwhile (`others`: the machine is shared; a busy neighbour skews a run).
+    """
+    args = [str(TRACEHOUSE), "ingest", str(folder), "--warehouse", str(warehouse), "--scheduler", address]
+    cluster_before, busy_before = _cpu_s(cluster), _busy_s()
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    driver = psutil.Process(proc.pid)
+    marks, last = {}, ""
+    for line in proc.stderr:
+        mark = (time.perf_counter() - started, _cpu_s([driver]))
+        last = line.strip() or last
+        if "file(s) to ingest" in line:
+            marks["start"] = mark
+        elif FILE_LINE.search(line):  # a file's outcome, not the summary or warnings after them
+            marks["tasks"] = mark
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds, driver_cpu = time.perf_counter() - started, usage.ru_utime + usage.ru_stime
+    if proc.returncode != 0:
+        raise RuntimeError(f"ingest failed (exit {proc.returncode}): {last}")
+    (s_wall, s_cpu), (t_wall, t_cpu) = marks["start"], marks["tasks"]
+    cluster_cpu = _cpu_s(cluster) - cluster_before
+    return {
+        "seconds": seconds,
+        "phases": {
+            "start": (s_wall, s_cpu),
+            "tasks": (t_wall - s_wall, t_cpu - s_cpu),
+            "finish": (seconds - t_wall, driver_cpu - t_cpu),
+        },
+        "cluster_cpu": cluster_cpu,
+        "others_cpu": max(0.0, _busy_s() - busy_before - cluster_cpu - driver_cpu),
+    }
+
+
+def workers_alone(folder: Path, warehouse: Path, address: str) -> float:
+    """Wall seconds of the ingest's trace tasks submitted straight to the cluster (no driver work)."""
+    from distributed import Client, wait
+    from tracehouse.pipeline.discovery.search import discover
+    from tracehouse.pipeline.ingest.tasks import load_trace
+    from tracehouse.pipeline.warehouse import create_warehouse
+
+    jobs, target = discover([folder]).traces, str(create_warehouse(warehouse))
+    with Client(address, timeout=CLUSTER_WAIT_S) as client:
+        started = time.perf_counter()
+        wait([client.submit(load_trace, job, target, frozenset(), pure=False) for job in jobs])
+        return time.perf_counter() - started
+
+
+def _phase_line(label: str, run: dict, alone: float) -> str:
+    parts = ", ".join(f"{name} {wall:.2f} s (cpu {cpu:.2f})" for name, (wall, cpu) in run["phases"].items())
+    return (
+        f"  {label}: {run['seconds']:.2f} s = {parts}; scheduler + workers cpu {run['cluster_cpu']:.2f} s, "
+        f"other processes {run['others_cpu']:.2f} s; workers alone {alone:.2f} s"
+    )
+
+
+def _cluster_summary(one: list[dict], two: list[dict], alone: dict[int, list[float]]) -> None:
+    """The best runs, their ratio, and the ratio's bounds from the best 1-worker run's phases."""
+    best = min(one, key=lambda r: r["seconds"])
+    a, b = best["seconds"], min(r["seconds"] for r in two)
+    print(f"1 worker: {a:.2f} s   runs: {_runs([r['seconds'] for r in one])}")
+    print(f"2 workers: {b:.2f} s   runs: {_runs([r['seconds'] for r in two])}")
+    print(f"ratio 1 worker / 2 workers (best of each): {a / b:.2f}x (target >= 1.8x)")
+    serial, tasks = best["phases"]["start"][0] + best["phases"]["finish"][0], best["phases"]["tasks"][0]
+    scaling = min(alone[1]) / min(alone[2])
+    print(
+        f"not on the workers (start + finish of the best 1-worker run): {serial:.2f} s of {a:.2f} s; "
+        f"a 2x tasks phase would give {a / (serial + tasks / 2):.2f}x; the workers alone scale "
+        f"{scaling:.2f}x here, which would give {a / (serial + tasks / scaling):.2f}x"
+    )
+
+
+def cluster(source: Path, ranks: int, repeat: int) -> None:
+    """`tracehouse ingest --scheduler` on a real `dask scheduler`: 1 worker, then 2, each round.
+
+    Each round also times the trace tasks submitted straight to the same workers (`workers
+    alone`: what the tasks phase could be with a driver that costs nothing), and ends with what
+    bounds the ratio: the phases that do not run on the workers, and how the workers scale.
+    """
+    replicator = Replicator(source)
+    procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root, folder = Path(tmp), Path(tmp) / "traces"
+        replicator.run(folder, ranks=ranks)
+        replicator.write(root / "warm" / "trace" / "rank0.pt.trace.json.gz", rank=0, world_size=1)
+        mb = sum(uncompressed_mb(p) for p in folder.iterdir())
+        port = _free_port()
+        address = f"tcp://127.0.0.1:{port}"
+        one, two, alone = [], [], {1: [], 2: []}
+        try:
+            procs.append(
+                _spawn([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"])
+            )
+            procs.append(_start_worker(address))
+            _wait_for_workers(address, 1, root / "warm")
+            print(
+                f"{_load_line()}; {ranks} ranks of {source.name}: {ranks * replicator.n_events:,} events, "
+                f"{mb:.0f} MB of JSON; {os.cpu_count()} cores; scheduler {address}, workers "
+                f"--nthreads 1 --preload {TASK_MODULE}; best of {repeat}, 1 then 2 workers each round"
+            )
+            for i in range(repeat):
+                for n, runs in ((1, one), (2, two)):
+                    if n == 2:
+                        procs.append(_start_worker(address))
+                        _wait_for_workers(address, 2, root / "warm")
+                    watched = [psutil.Process(p.pid) for p in procs]
+                    runs.append(cluster_ingest(folder, root / f"wh{n}-{i}", address, watched))
+                    alone[n].append(workers_alone(folder, root / f"alone{n}-{i}", address))
+                _stop([procs.pop()])
+                _wait_for_workers(address, 1, root / "warm")
+                s1, s2 = one[-1]["seconds"], two[-1]["seconds"]
+                t1, t2 = one[-1]["phases"]["tasks"][0], two[-1]["phases"]["tasks"][0]
+                w1, w2 = alone[1][-1], alone[2][-1]
+                print(
+                    f"round {i + 1} ({_load_line()}): 1 worker {s1:.2f} s, 2 workers {s2:.2f} s, ratio "
+                    f"{s1 / s2:.2f}x; tasks phase {t1 / t2:.2f}x; workers alone {w1 / w2:.2f}x"
+                )
+                print(_phase_line("1 worker ", one[-1], w1))
+                print(_phase_line("2 workers", two[-1], w2))
+        finally:
+            _stop(procs)
+    _cluster_summary(one, two, alone)
+
+
 def pool_startup(repeat: int) -> None:
     """What a local Dask pool of 2 process workers costs to start, use once and close."""
     runs = [_child_once(_POOL_STARTUP, "") for _ in range(repeat)]
@@ -330,17 +551,28 @@ def main() -> None:
     parser.add_argument("--end-to-end", action="store_true", help="the ingest command vs HTA's load")
     parser.add_argument("--incremental", action="store_true", help="ingest into a full vs an empty warehouse")
     parser.add_argument("--pool-startup", action="store_true", help="the local Dask pool's start-up")
+    parser.add_argument(
+        "--cluster", action="store_true", help="ingest on a real dask scheduler: 1 worker vs 2"
+    )
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the trace to replicate")
-    parser.add_argument("--ranks", type=int, default=8, help="ranks to ingest (--end-to-end, --incremental)")
+    parser.add_argument(
+        "--copies", type=int, default=1, help="copies of the source's timeline per rank (--end-to-end)"
+    )
+    parser.add_argument(
+        "--ranks", type=int, help="ranks to ingest (--end-to-end, --incremental: 8; --cluster: 16)"
+    )
     parser.add_argument(
         "--base-ranks", type=int, default=64, help="ranks the warehouse holds (--incremental)"
     )
     args = parser.parse_args()
     repeat = min(args.repeat, 3) if args.repeat == 5 else args.repeat  # the default 5 is for parse timings
+    ranks = args.ranks or (16 if args.cluster else 8)
     if args.end_to_end:
-        end_to_end(args.source, args.ranks, repeat)
+        end_to_end(args.source, ranks, repeat, args.copies)
     elif args.incremental:
-        incremental(args.source, args.base_ranks, args.ranks, repeat)
+        incremental(args.source, args.base_ranks, ranks, repeat)
+    elif args.cluster:
+        cluster(args.source, ranks, repeat)
     elif args.pool_startup:
         pool_startup(repeat)
     elif args.big:

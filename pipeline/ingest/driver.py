@@ -10,13 +10,20 @@ the warehouse's ingest lock throughout. Files whose content hash is already regi
 skipped; Parquet files no transaction registered (an interrupted ingest) are deleted at the
 start of the next ingest. One file's failure, a tracehouse bug included, fails that file only; a
 bad `--scheduler` or an unusable warehouse stops the ingest with one line.
+
+On `--scheduler`, a worker's first task is its slowest (0.2-0.5 s more on the dev VM: imports of
+the task module, polars and pyarrow, then their first use); `dask worker ADDRESS --preload
+tracehouse.pipeline.ingest.tasks` moves the imports to the worker's start-up. What bounds the
+speed-up from more workers, measured on a real scheduler: `benchmarks/ingest.py --cluster`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -56,14 +63,16 @@ __all__ = [
     "SchedulerError",
     "hash_file",
     "ingest",
+    "local_engine",
     "run_tasks",
 ]
 
-# Local runs use a process pool (Dask's LocalCluster, one single-threaded worker per core) when
-# more than one file is to be parsed and the time the pool saves, work x (1 - 1/workers), exceeds
-# its start-up; else the tasks run in-process, one after another. Measured on the 2-core dev VM
-# (2026-12-03, `benchmarks/ingest.py --pool-startup`: LocalCluster(n_workers=2, processes=True)
-# + Client, then client.run importing the task module on each worker, then close; 3 runs): cluster + client
+# Locally, one file runs in-process; more files run on every core, on Dask's threaded scheduler or a
+# process pool (a LocalCluster of one single-threaded worker per core), whichever the estimated
+# work says is faster (`local_engine`). Threads start at once but share the GIL; the pool runs
+# truly in parallel but costs its start-up. Measured on the 2-core dev VM (2026-12-03,
+# `benchmarks/ingest.py --pool-startup`: LocalCluster(n_workers=2, processes=True) + Client, then
+# client.run importing the task module on each worker, then close; 3 runs): cluster + client
 # 0.60-0.82 s, worker imports 0.21-0.32 s, close 0.14-0.34 s, 1.06-1.29 s in all, plus 0.3 s to
 # import distributed.
 POOL_STARTUP_S = 1.3
@@ -71,6 +80,11 @@ POOL_STARTUP_S = 1.3
 # 195-240 MB/s of uncompressed JSON on traces of 15-87 MB, plus about 0.05 s per file.
 TASK_JSON_BYTES_PER_S = 200e6
 TASK_FIXED_S = 0.05
+# The share of a trace task that holds the GIL (the C scanner's pass, building Python objects),
+# so that threads do not overlap it: 8 tasks of 56 MB took 1.55 s one after another and 1.24 s on
+# 2 threads (same day, same VM), which 0.6 + 0.4 / 2 = 0.8 of the serial time matches.
+THREAD_GIL_SHARE = 0.6
+IN_PROCESS, THREADS, PROCESSES = "in-process", "threads", "processes"
 # gzip keeps the uncompressed size mod 2^32 (ISIZE); a trace's JSON is about this many times its
 # gzip size (10-29x on the shared and sample traces), which picks the multiple of 2^32 to add back.
 TYPICAL_GZIP_RATIO = 16
@@ -138,13 +152,19 @@ def unwrapped_isize(gzip_bytes: int, isize: int) -> int:
     return isize + wraps * 2**32
 
 
-def pool_workers(json_sizes: list[int], cores: int | None = None) -> int:
-    """How many local pool workers to run the tasks on; 0: run them in-process (see POOL_STARTUP_S)."""
+def local_engine(json_sizes: list[int], cores: int | None = None) -> tuple[str, int]:
+    """How a local ingest runs its tasks, and on how many workers (see POOL_STARTUP_S).
+
+    One file, or one core: in-process. Else threads or a process pool on every core, whichever
+    the estimated work (TASK_JSON_BYTES_PER_S, TASK_FIXED_S) says finishes first.
+    """
     workers = min(cores or os.cpu_count() or 1, len(json_sizes))
     if workers < 2:
-        return 0
+        return IN_PROCESS, 1
     work_s = sum(size / TASK_JSON_BYTES_PER_S + TASK_FIXED_S for size in json_sizes)
-    return workers if work_s * (1 - 1 / workers) > POOL_STARTUP_S else 0
+    threads_s = work_s * (THREAD_GIL_SHARE + (1 - THREAD_GIL_SHARE) / workers)
+    processes_s = work_s / workers + POOL_STARTUP_S
+    return (PROCESSES if processes_s < threads_s else THREADS), workers
 
 
 def run_tasks(
@@ -153,19 +173,19 @@ def run_tasks(
     registered: frozenset[str],
     *,
     client: Any,
-    workers: int,
+    engine: tuple[str, int] = (IN_PROCESS, 1),
 ) -> Iterator[list[FileOutcome]]:
-    """Run the tasks on Dask: the client's cluster, else a local pool of `workers` processes, else in-process.
+    """Run the tasks on Dask: the client's cluster, else locally as `engine` says (`local_engine`).
 
     Yields outcomes in groups as they complete. An empty group means nothing completed for a
     moment: the caller may register what it holds.
     """
+    mode, workers = engine
     if client is not None:
         yield from _on_client(client, tasks, warehouse_dir, registered)
-    elif workers < 2:
-        for fn, job in tasks:
-            yield [dask.delayed(fn, pure=False)(job, warehouse_dir, registered).compute(scheduler=get_sync)]
-    else:
+    elif mode == THREADS:
+        yield from _on_threads(tasks, warehouse_dir, registered, workers)
+    elif mode == PROCESSES:
         from distributed import Client, LocalCluster
 
         with (
@@ -179,6 +199,81 @@ def run_tasks(
             Client(cluster) as local,
         ):
             yield from _on_client(local, tasks, warehouse_dir, registered)
+    else:
+        for fn, job in tasks:
+            yield [dask.delayed(fn, pure=False)(job, warehouse_dir, registered).compute(scheduler=get_sync)]
+
+
+def _on_threads(
+    tasks: list[Task], warehouse_dir: str, registered: frozenset[str], threads: int
+) -> Iterator[list[FileOutcome]]:
+    """The tasks on Dask's threaded scheduler, computed on a helper thread; outcomes as each completes.
+
+    Dask calls `posttask` as each task completes; the outcome goes through a queue to this (the
+    driver's) thread, which registers it while the other tasks run. When the caller stops early
+    (an error, Ctrl-C), the tasks not started yet do nothing.
+    """
+    from dask.callbacks import Callback
+
+    stop = threading.Event()
+    completed: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    graph = [
+        dask.delayed(_unless_stopped, pure=False)(stop, fn, job, warehouse_dir, registered)
+        for fn, job in tasks
+    ]
+    keys = {item.key for item in graph}
+
+    def posttask(key: Any, result: Any, *_: Any) -> None:
+        if key in keys and result is not None:
+            completed.put(result)
+
+    def compute() -> None:
+        try:
+            with Callback(posttask=posttask):
+                dask.compute(*graph, scheduler="threads", num_workers=threads)
+        except BaseException as exc:  # a bug outside the tasks' own guard: the driver raises it
+            completed.put(exc)
+        completed.put(None)
+
+    helper = threading.Thread(target=compute, name="tracehouse-ingest-tasks", daemon=True)
+    helper.start()
+    try:
+        while (item := _next(completed)) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield [item] if isinstance(item, FileOutcome) else []
+    finally:
+        stop.set()
+        helper.join()
+
+
+_NOTHING_YET = object()
+
+
+def _next(completed: queue.SimpleQueue[Any]) -> Any:
+    """The next completed item, or _NOTHING_YET after POLL_S with nothing."""
+    try:
+        return completed.get(timeout=POLL_S)
+    except queue.Empty:
+        return _NOTHING_YET
+
+
+def _unless_stopped(
+    stop: threading.Event,
+    fn: Callable[..., FileOutcome],
+    job: Any,
+    warehouse_dir: str,
+    registered: frozenset[str],
+) -> FileOutcome | None:
+    """One task, unless the ingest stopped before it started; a task that raised fails its file only."""
+    if stop.is_set():
+        return None
+    try:
+        return fn(job, warehouse_dir, registered)
+    except Exception as exc:
+        if os.environ.get(DEBUG_VARIABLE) == "1":
+            raise
+        return failed_internally(KIND_OF_TASK[fn], job.path, exc)
 
 
 def _on_client(
@@ -241,7 +336,9 @@ def _load_all(
         *((load_power, job) for job in found.power),
         *((load_nccl_tests, job) for job in found.nccl_tests),
     ]
-    workers = 0 if client is not None else pool_workers([json_size(job.path) for _, job in tasks])
+    engine = (
+        (IN_PROCESS, 1) if client is not None else local_engine([json_size(job.path) for _, job in tasks])
+    )
     batch = Batch(warehouse, summary, reporter, found.traces)
     with connect(warehouse) as connection, batch.phase(connection):
         clean_orphans(connection, warehouse)
@@ -253,7 +350,7 @@ def _load_all(
         registered = registered_hashes(connection)
     registrar = Registrar(batch, warehouse)
     try:
-        for group in run_tasks(tasks, str(warehouse), registered, client=client, workers=workers):
+        for group in run_tasks(tasks, str(warehouse), registered, client=client, engine=engine):
             for outcome in group:
                 reporter.file_read(outcome.path)
             registrar.add(group)

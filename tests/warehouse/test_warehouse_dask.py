@@ -95,12 +95,19 @@ def test_distributed_ingest_equals_local(tmp_path, cluster):
 
 
 @pytest.mark.slow
-def test_local_process_pool_equals_in_process(tmp_path, monkeypatch):
+@pytest.mark.parametrize("engine", [("threads", 2), ("processes", 2)])
+def test_every_local_engine_equals_in_process(tmp_path, monkeypatch, engine):
     import tracehouse.pipeline.ingest.driver as ingest_module
 
     paths = study_inputs(tmp_path / "in")
+    monkeypatch.setattr(ingest_module, "local_engine", lambda sizes: ("in-process", 1))
     local = ingest(paths, tmp_path / "inproc", study="s")
-    monkeypatch.setattr(ingest_module, "POOL_STARTUP_S", 0.0)  # force the LocalCluster path on small input
-    pooled = ingest(paths, tmp_path / "pool", study="s")
-    assert (pooled.loaded, sorted(pooled.failed)) == (local.loaded, sorted(local.failed))
-    assert checksums(tmp_path / "pool") == checksums(tmp_path / "inproc")
+    monkeypatch.setattr(ingest_module, "local_engine", lambda sizes: engine)
+    other = ingest(paths, tmp_path / "other", study="s")
+    assert (other.loaded, other.power_files, sorted(other.failed)) == (
+        local.loaded,
+        local.power_files,
+        sorted(local.failed),
+    )
+    assert (local.loaded, local.power_files, len(local.failed)) == (4, 1, 3)
+    assert checksums(tmp_path / "other") == checksums(tmp_path / "inproc")

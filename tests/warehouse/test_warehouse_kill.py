@@ -16,14 +16,23 @@ from tracehouse.pipeline.ingest.driver import ingest
 N_FILES = 24
 
 
-def registered_partitions(wh: Path) -> int:
+N_KERNELS = 1500
+# The kill comes once this many files' partitions are written: the tasks run ahead of the
+# registration (on threads, many at once), and a reader's connection would stop the ingest,
+# so the written partitions are the signal; by half of them the first catalog phase (at the
+# first outcome) has committed.
+KILL_AFTER = N_FILES // 2
+
+
+def written_partitions(wh: Path) -> int:
     return sum(1 for p in (wh / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet")
 
 
 @pytest.mark.slow
 def test_kill_mid_ingest_then_rerun_equals_clean_ingest(tmp_path):
     for rank in range(N_FILES):
-        write_trace(tmp_path / "run" / f"rank{rank:02d}.json", rank=rank, world_size=N_FILES, n_kernels=300)
+        path = tmp_path / "run" / f"rank{rank:02d}.json"
+        write_trace(path, rank=rank, world_size=N_FILES, n_kernels=N_KERNELS)
     killed = tmp_path / "killed"
     command = [
         sys.executable,
@@ -38,7 +47,7 @@ def test_kill_mid_ingest_then_rerun_equals_clean_ingest(tmp_path):
     ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while registered_partitions(killed) < 3 and time.monotonic() < deadline and proc.poll() is None:
+    while written_partitions(killed) < KILL_AFTER and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     assert proc.poll() is None, "ingest finished before the kill; make the input larger"
     os.kill(proc.pid, signal.SIGKILL)
@@ -46,7 +55,7 @@ def test_kill_mid_ingest_then_rerun_equals_clean_ingest(tmp_path):
     # After the kill: whatever is registered is whole, and nothing else is visible.
     loaded = count(killed, "traces")
     assert 0 < loaded < N_FILES
-    assert count(killed, "events") == loaded * (1 + 2 * 300)
+    assert count(killed, "events") == loaded * (1 + 2 * N_KERNELS)
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr

@@ -1,17 +1,26 @@
-"""When a local ingest runs its tasks on a process pool: the uncompressed size decides (gzip ISIZE)."""
+"""How a local ingest runs its tasks (in-process, threads, a process pool): the uncompressed size decides."""
 
 from __future__ import annotations
 
 import gzip
 
+from support.wh_helpers import write_trace
+from tracehouse.pipeline.discovery.search import discover
 from tracehouse.pipeline.ingest.driver import (
+    IN_PROCESS,
     POOL_STARTUP_S,
+    PROCESSES,
     TASK_FIXED_S,
     TASK_JSON_BYTES_PER_S,
+    THREAD_GIL_SHARE,
+    THREADS,
     json_size,
-    pool_workers,
+    local_engine,
+    run_tasks,
     unwrapped_isize,
 )
+from tracehouse.pipeline.ingest.tasks import load_trace
+from tracehouse.pipeline.warehouse import create_warehouse
 
 GB = 1 << 30
 
@@ -32,10 +41,32 @@ def test_an_isize_that_wrapped_past_4_gib_is_restored_from_the_gzip_size():
     assert unwrapped_isize(100 << 20, 1000) == 4 * GB + 1000  # never below the gzip size
 
 
-def test_the_pool_runs_when_its_savings_outweigh_its_start_up():
-    per_file = (POOL_STARTUP_S - 2 * TASK_FIXED_S) * TASK_JSON_BYTES_PER_S  # two files: work = startup
-    assert pool_workers([int(per_file)] * 2, cores=2) == 0  # saves half the work: less than the start-up
-    assert pool_workers([int(per_file * 2.2)] * 2, cores=2) == 2
-    assert pool_workers([int(per_file * 2.2)] * 5, cores=4) == 4
-    assert pool_workers([10 * GB], cores=16) == 0  # one file: nothing to share
-    assert pool_workers([GB, GB], cores=1) == 0
+def test_one_file_or_one_core_runs_in_process():
+    assert local_engine([10 * GB], cores=16) == (IN_PROCESS, 1)  # one file: nothing to share
+    assert local_engine([GB, GB], cores=1) == (IN_PROCESS, 1)
+    assert local_engine([], cores=2) == (IN_PROCESS, 1)
+
+
+def test_more_files_run_on_threads_until_the_pool_finishes_first():
+    # Two files on two cores, work w: threads take w * (g + (1 - g) / 2), the pool w / 2 + start-up;
+    # they break even at w = start-up / (g / 2).
+    even_s = POOL_STARTUP_S / (THREAD_GIL_SHARE / 2)
+    per_file = (even_s / 2 - TASK_FIXED_S) * TASK_JSON_BYTES_PER_S
+    assert local_engine([int(per_file * 0.9)] * 2, cores=2) == (THREADS, 2)
+    assert local_engine([int(per_file * 1.1)] * 2, cores=2) == (PROCESSES, 2)
+    assert local_engine([1000] * 3, cores=2) == (THREADS, 2)  # tiny files: threads still overlap I/O
+    assert local_engine([1000] * 3, cores=8) == (THREADS, 3)  # never more workers than files
+    assert local_engine([GB] * 64, cores=2) == (PROCESSES, 2)
+
+
+def test_threads_start_no_more_tasks_once_the_driver_stops(tmp_path):
+    for rank in range(8):
+        write_trace(tmp_path / "run" / f"r{rank}.json", rank=rank, world_size=8)
+    tasks = [(load_trace, job) for job in discover([tmp_path / "run"]).traces]
+    warehouse = create_warehouse(tmp_path / "wh")
+    groups = run_tasks(tasks, str(warehouse), frozenset(), client=None, engine=(THREADS, 1))
+    [first] = next(group for group in groups if group)
+    assert first.status == "loaded"
+    groups.close()  # the driver stops here (an error, Ctrl-C): the helper thread is joined
+    written = [p for p in (warehouse / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet"]
+    assert 1 <= len(written) <= 2  # the first task, and at most the one already running
