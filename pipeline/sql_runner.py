@@ -196,9 +196,10 @@ def create_relations(
     ordered = dependency_order(files if files is not None else load_sql_files())
     if only_materialized:
         ordered = [f for f in ordered if f.materialized]
+    kinds = _relation_kinds(connection)
     for f in ordered:
         try:
-            _drop_other_kind(connection, f)
+            _drop_other_kind(connection, f, kinds)
             connection.execute(f.text)
             if f.seeded:
                 fill_seed(connection, f.name)
@@ -208,23 +209,28 @@ def create_relations(
     return [f.name for f in ordered]
 
 
-def _drop_other_kind(connection: duckdb.DuckDBPyConnection, f: SqlFile) -> None:
+def _relation_kinds(connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Each relation of the current schema: 'VIEW' or a table type (one catalog query for all files)."""
+    rows = connection.execute(
+        "SELECT table_name, table_type FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = current_schema()"
+    ).fetchall()
+    return dict(rows)
+
+
+def _drop_other_kind(connection: duckdb.DuckDBPyConnection, f: SqlFile, kinds: dict[str, str]) -> None:
     """Drop the file's relation if the catalog holds it as the other kind (a view that became a table).
 
     `CREATE OR REPLACE TABLE` refuses to replace a view and vice versa, so a warehouse made by a
-    version where the relation was of the other kind would not upgrade.
+    version where the relation was of the other kind would not upgrade. `kinds`: the catalog
+    before the first file ran (a file only replaces its own relation, with the wanted kind).
     """
     match = _CREATES.search(f.text)
-    if match is None:
+    if match is None or f.name not in kinds:
         return
-    rows = connection.execute(
-        "SELECT table_type FROM information_schema.tables WHERE table_name = ? "
-        "AND table_catalog = current_database() AND table_schema = current_schema()",
-        [f.name],
-    ).fetchall()
-    wanted = match["kind"].upper()
-    if rows and (rows[0][0] == "VIEW") != (wanted == "VIEW"):
-        connection.execute(f"DROP {'VIEW' if rows[0][0] == 'VIEW' else 'TABLE'} {f.name}")
+    held, wanted = kinds[f.name], match["kind"].upper()
+    if (held == "VIEW") != (wanted == "VIEW"):
+        connection.execute(f"DROP {'VIEW' if held == 'VIEW' else 'TABLE'} {f.name}")
 
 
 def fill_seed(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
