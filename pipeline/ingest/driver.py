@@ -271,9 +271,7 @@ def _unless_stopped(
     try:
         return fn(job, warehouse_dir, registered)
     except Exception as exc:
-        if os.environ.get(DEBUG_VARIABLE) == "1":
-            raise
-        return failed_internally(KIND_OF_TASK[fn], job.path, exc)
+        return _raised(fn, job, exc)
 
 
 def _on_client(
@@ -296,9 +294,14 @@ def _outcome(future: Any, fn: Callable[..., FileOutcome], job: Any) -> FileOutco
     try:
         return future.result()
     except Exception as exc:
-        if os.environ.get(DEBUG_VARIABLE) == "1":
-            raise
-        return failed_internally(KIND_OF_TASK[fn], job.path, exc)
+        return _raised(fn, job, exc)
+
+
+def _raised(fn: Callable[..., FileOutcome], job: Any, exc: Exception) -> FileOutcome:
+    """The outcome of a task that raised: its file fails, marked internal (TRACEHOUSE_DEBUG=1: raise it)."""
+    if os.environ.get(DEBUG_VARIABLE) == "1":
+        raise exc
+    return failed_internally(KIND_OF_TASK[fn], job.path, exc)
 
 
 def ingest(
