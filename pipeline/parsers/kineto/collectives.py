@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size, kernel_op, op_name
 from tracehouse.pipeline.common.comm_vocabulary import NCCL_ANNOTATION_PREFIX, RECORD_PARAM_COMMS
+from tracehouse.pipeline.parsers.kineto import arrow
 from tracehouse.pipeline.parsers.kineto.commargs import COMM_ARGS, per_distinct
 from tracehouse.pipeline.parsers.kineto.events import RUNTIME_KIND
 from tracehouse.pipeline.parsers.kineto.gloo import gloo_rows
@@ -107,10 +108,11 @@ def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pa.Table:
     """The candidate events (`_comm`) with their comm args (by `_row`) and what their names and dtypes say."""
     events = _columns(full, full["_comm"], EVENT_COLUMNS)
     args = pa.table({c: comm_args[c].to_arrow() for c in COMM_ARGS})
-    rows = events["_row"].to_numpy()
-    if not np.array_equal(rows, args["_row"].to_numpy()):  # as an inner join (dropped events, unsorted args)
-        at, found = _lookup(args["_row"].to_numpy(), rows)
-        events, args = {c: v.filter(found) for c, v in events.items()}, args.take(at[found])
+    rows, arg_rows = arrow.numpy(events["_row"]), arrow.numpy(args["_row"])
+    if not np.array_equal(rows, arg_rows):  # as an inner join (dropped events, unsorted args)
+        at, found = _lookup(arg_rows, rows)
+        keep = arrow.bools(found)
+        events, args = {c: v.filter(keep) for c, v in events.items()}, args.take(arrow.int64s(at[found]))
     table = pa.table({**events, **{c: args[c] for c in COMM_ARGS if c != "_row"}})
     for source, derived in DERIVED.items():
         for name, values in per_distinct(table[source], derived).items():
@@ -120,18 +122,23 @@ def _comm(full: pl.DataFrame, comm_args: pl.DataFrame) -> pa.Table:
 
 def _take(table: pa.Table, rows: np.ndarray, found: np.ndarray) -> Columns:
     """The given rows of `table`, NULL where `found` is False."""
-    taken = table.take(pa.array(rows, type=pa.int64(), mask=~found))
+    taken = table.take(arrow.int64s(rows, found))
     return dict(zip(taken.column_names, taken.columns, strict=True))
 
 
 def _mask(values: Any) -> np.ndarray:
     """A boolean array as numpy, NULL as False."""
-    return pc.fill_null(values, False).to_numpy(zero_copy_only=False)
+    return arrow.numpy(pc.fill_null(values, arrow.scalar(False, pa.bool_())))
+
+
+def _equal(values: Any, text: str) -> np.ndarray:
+    """Which values equal `text`, as numpy (NULL as False)."""
+    return _mask(pc.equal(values, arrow.scalar(text, values.type)))
 
 
 def _host(table: pa.Table) -> np.ndarray:
     """Which rows are host-side events (ops, annotations)."""
-    return _mask(pc.is_in(table["kind"], value_set=pa.array(HOST_KINDS, type=table["kind"].type)))
+    return _mask(pc.is_in(table["kind"], value_set=arrow.array(HOST_KINDS, table["kind"].type)))
 
 
 def _objects(values: Any) -> np.ndarray:
@@ -150,13 +157,14 @@ def _holding(
     at, pids, tids = place
     if outer.size == 0:
         return {prefix + c: pa.nulls(at.size, type=table[c].type) for c in columns}
-    start = table["ts_unix_ns"].to_numpy()[outer]
+    start = arrow.numpy(table["ts_unix_ns"])[outer]
+    rows = arrow.int64s(outer)
     found = holders(
         zip(pids, tids, strict=True),
         at,
-        zip(pc.take(table["pid"], outer).to_pylist(), pc.take(table["tid"], outer).to_pylist(), strict=True),
+        zip(pc.take(table["pid"], rows).to_pylist(), pc.take(table["tid"], rows).to_pylist(), strict=True),
         start,
-        start + table["dur_ns"].to_numpy()[outer],
+        start + arrow.numpy(table["dur_ns"])[outer],
     )
     held = _take(table.select(columns), outer[found.filled(0)], ~np.ma.getmaskarray(found))
     return {prefix + c: v for c, v in held.items()}
@@ -173,7 +181,8 @@ def _first(cols: Columns, *choices: tuple[str, str]) -> Any:
 
 def _integers(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """(Python integers as a numpy object array, NULL as 0; where the value is not NULL)."""
-    return np.array(pc.fill_null(values, 0).to_pylist(), dtype=object), _mask(pc.is_valid(values))
+    zero = arrow.scalar(0, values.type)
+    return np.array(pc.fill_null(values, zero).to_pylist(), dtype=object), _mask(pc.is_valid(values))
 
 
 def _bytes(op: Any, group_size: Any, nelems: Any, shape: Any, width: Any) -> pa.Array:
@@ -182,13 +191,13 @@ def _bytes(op: Any, group_size: Any, nelems: Any, shape: Any, width: Any) -> pa.
     Multiplied as Python integers (numpy object arrays), so that a product beyond int64 is NULL
     exactly, whatever the sizes.
     """
-    all_gather = _mask(pc.equal(op, "all_gather"))
+    all_gather = _equal(op, "all_gather")
     (n, has_n), (s, has_s), (g, has_g), (w, has_w) = map(_integers, (nelems, shape, group_size, width))
     s, has_s = np.where(all_gather, s * g, s), np.where(all_gather, has_s & has_g, has_s)
     n, has_n = np.where(has_n, n, s), has_n | has_s
     nbytes = n * w
     fits = has_n & has_w & (nbytes >= INT64_MIN) & (nbytes <= INT64_MAX)
-    return pa.array(np.where(fits, nbytes, 0).astype(np.int64), mask=~fits)
+    return arrow.int64s(np.where(fits, nbytes, 0), fits)
 
 
 def _fields(cols: Columns, single: dict[str, Any], own: bool) -> Columns:
@@ -202,7 +211,7 @@ def _fields(cols: Columns, single: dict[str, Any], own: bool) -> Columns:
     def pick(key: str, default: Any = None) -> Any:
         values = [cols[s + key] for s in sources]
         if default is not None:
-            values.append(pa.scalar(default, type=values[0].type))
+            values.append(arrow.scalar(default, values[0].type))
         return pc.coalesce(*values) if len(values) > 1 else values[0]
 
     def first_of(raw: str, derived: str) -> list[tuple[str, str]]:
@@ -238,9 +247,9 @@ def _rows(rows: np.ndarray, place: Place, table: pa.Table, top: TopLevel, *, own
     order = np.argsort(place[0], kind="stable")
     rows, place = rows[order], (place[0][order], place[1][order], place[2][order])
     name, host = table["name"], _host(table)
-    rpc_rows = np.flatnonzero(host & _mask(pc.equal(name, RECORD_PARAM_COMMS)))
+    rpc_rows = np.flatnonzero(host & _equal(name, RECORD_PARAM_COMMS))
     rpcs = _holding(place, table, rpc_rows, RPC, "rpc_")
-    events = table.select([*(OWN if own else ANN), *OUT]).take(rows)
+    events = table.select([*(OWN if own else ANN), *OUT]).take(arrow.int64s(rows))
     if own:
         annotations = np.flatnonzero(host & _mask(pc.starts_with(name, NCCL_ANNOTATION_PREFIX)))
         anns = _holding(place, table, annotations, ANN, "ann_")
@@ -259,17 +268,17 @@ def _launches(full: pl.DataFrame, table: pa.Table, kernels: np.ndarray) -> Place
 
     Of calls starting together, the first; NO_LAUNCH and no thread for a kernel without one.
     """
-    correlation = pc.take(table["correlation"], kernels)
+    correlation = pc.take(table["correlation"], arrow.int64s(kernels))
     linked = full["correlation"].is_in(pl.Series(pc.drop_null(correlation)).implode())
     calls = _columns(full, linked, ("kind", "correlation", "ts_unix_ns", "pid", "tid"))
-    runtime = np.flatnonzero(_mask(pc.equal(calls["kind"], RUNTIME_KIND)))
+    runtime = np.flatnonzero(_equal(calls["kind"], RUNTIME_KIND))
     if runtime.size == 0:
         nobody = np.full(kernels.size, None, dtype=object)
         return np.full(kernels.size, NO_LAUNCH, dtype=np.int64), nobody, nobody
-    corr, ts = calls["correlation"].to_numpy(), calls["ts_unix_ns"].to_numpy()
+    corr, ts = arrow.numpy(calls["correlation"]), arrow.numpy(calls["ts_unix_ns"])
     order = runtime[np.lexsort((ts[runtime], corr[runtime]))]  # stable: of equal times, the first row
     firsts, at = np.unique(corr[order], return_index=True)
-    pos, found = _lookup(firsts, pc.fill_null(correlation, 0).to_numpy())
+    pos, found = _lookup(firsts, arrow.numpy(pc.fill_null(correlation, arrow.scalar(0, correlation.type))))
     found &= _mask(pc.is_valid(correlation))
     call = order[at][pos]
     pids, tids = _objects(calls["pid"])[call], _objects(calls["tid"])[call]
@@ -279,7 +288,7 @@ def _launches(full: pl.DataFrame, table: pa.Table, kernels: np.ndarray) -> Place
 
 def kernel_rows(full: pl.DataFrame, table: pa.Table, top: TopLevel) -> pl.DataFrame:
     """One row per communication kernel; its host context is where it was launched."""
-    kernels = np.flatnonzero(_mask(pc.equal(table["kind"], "kernel")) & _mask(table["is_comm_kernel"]))
+    kernels = np.flatnonzero(_equal(table["kind"], "kernel") & _mask(table["is_comm_kernel"]))
     if kernels.size == 0:
         return pl.DataFrame(schema=COLLECTIVES)
     return _rows(kernels, _launches(full, table, kernels), table, top, own=True)
@@ -290,7 +299,11 @@ def annotation_rows(table: pa.Table, top: TopLevel) -> pl.DataFrame:
     rows = np.flatnonzero(_host(table) & _mask(pc.starts_with(table["name"], NCCL_ANNOTATION_PREFIX)))
     if rows.size == 0:
         return pl.DataFrame(schema=COLLECTIVES)
-    place = (table["ts_unix_ns"].to_numpy()[rows], _objects(table["pid"])[rows], _objects(table["tid"])[rows])
+    place = (
+        arrow.numpy(table["ts_unix_ns"])[rows],
+        _objects(table["pid"])[rows],
+        _objects(table["tid"])[rows],
+    )
     return _rows(rows, place, table, top, own=False)
 
 

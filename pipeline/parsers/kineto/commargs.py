@@ -21,6 +21,7 @@ import msgspec
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracehouse.pipeline.parsers.kineto import arrow
 from tracehouse.pipeline.parsers.kineto.limits import int64_or_none
 
 _NOT_DTYPES = ("Scalar", "ScalarList", "TensorList", "GenericList")
@@ -55,9 +56,9 @@ def per_distinct(values: Any, derived: dict[str, tuple[Callable[[Any], Any], pa.
     take their results by their value's index among the distinct ones (pyarrow: microseconds).
     """
     distinct = [v for v in dict.fromkeys(values.to_pylist()) if v is not None]
-    codes = pc.index_in(values, value_set=pa.array(distinct, type=values.type))
+    codes = pc.index_in(values, value_set=arrow.array(distinct, values.type))
     return {
-        out: pc.take(pa.array([fn(v) for v in distinct], type=dtype), codes)
+        out: pc.take(arrow.array([fn(v) for v in distinct], dtype), codes)
         for out, (fn, dtype) in derived.items()
     }
 
@@ -130,7 +131,7 @@ def _binary(values: list[Any]) -> pa.Array:
     """Raw JSON texts as binary (the msgspec path holds them as msgspec.Raw: copied to bytes)."""
     if not set(map(type, values)) <= {bytes, _NONE}:
         values = [None if v is None else bytes(v) for v in values]
-    return pa.array(values, type=pa.large_binary())
+    return arrow.array(values, pa.large_binary())
 
 
 def comm_args_columns(rows: Sequence[int], values: dict[str, list[Any]]) -> pl.DataFrame:
