@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -204,9 +206,10 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
             fill_seed(connection, name)
         refresh_materialized(connection, files)
         return []
-    names = create_relations(connection, files)
-    _set_meta(connection, "sql_digest", digest)
-    _record_stamps(connection)
+    with transaction(connection):  # all or nothing; one commit (one checkpoint) for ~100 files
+        names = create_relations(connection, files)
+        _set_meta(connection, "sql_digest", digest)
+        _record_stamps(connection)
     return names
 
 
@@ -228,15 +231,22 @@ def refresh_materialized(
         names = create_relations(connection, files, only_materialized=True)
         _record_stamps(connection)
         return names
-    connection.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(connection):
         names = refresh_runs(connection, files, changed_runs(run_stamps(connection), before))
         _record_stamps(connection)
+    return names
+
+
+@contextmanager
+def transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Run the block in one transaction: committed if it completes, rolled back if it raises."""
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        yield
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
         raise
-    return names
 
 
 def inputs_stamp(connection: duckdb.DuckDBPyConnection) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError
-from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked
+from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked, transaction
 
 LOCK_NAME = ".ingest.lock"
 
@@ -78,7 +78,7 @@ def register_file(
 ) -> None:
     """Register one source file atomically: its `traces` / `power_files` / `network_files` row, its
     partitions and its rows of DuckDB tables (`tables`, by table name)."""
-    with _transaction(connection):
+    with transaction(connection):
         for table_name, path, n_rows in files:
             connection.execute(
                 "INSERT INTO parquet_files (table_name, path, n_rows, content_hash) VALUES (?, ?, ?, ?)",
@@ -111,7 +111,7 @@ def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path,
     paths = connection.execute(
         "SELECT path FROM parquet_files WHERE content_hash = ?", [content_hash]
     ).fetchall()
-    with _transaction(connection):
+    with transaction(connection):
         connection.execute("DELETE FROM parquet_files WHERE content_hash = ?", [content_hash])
         connection.execute("DELETE FROM traces WHERE content_hash = ?", [content_hash])
     for (path,) in paths:
@@ -127,7 +127,7 @@ def record_error(
     internal: bool = False,
 ) -> None:
     """Record one failed file in ingest_errors, replacing the path's earlier rows (the latest attempt)."""
-    with _transaction(connection):
+    with transaction(connection):
         connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
         connection.execute(
             'INSERT INTO ingest_errors (path, content_hash, reason, "at", internal) '
@@ -144,7 +144,7 @@ def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
     ).fetchall()
     if existing and (row["origin"] != "file" or existing[0][1] == row["manifest_hash"]):
         return
-    with _transaction(connection):
+    with transaction(connection):
         connection.execute(
             "DELETE FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
         )
@@ -164,18 +164,6 @@ def clean_orphans(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) ->
             f.unlink(missing_ok=True)
             removed.append(relative)
     return removed
-
-
-@contextmanager
-def _transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Run the block in one transaction: committed if it completes, rolled back if it raises."""
-    connection.execute("BEGIN TRANSACTION")
-    try:
-        yield
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
 
 
 def _insert_row(connection: duckdb.DuckDBPyConnection, table: str, row: dict) -> None:

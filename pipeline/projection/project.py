@@ -24,6 +24,7 @@ from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
 from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, load_run
+from tracehouse.pipeline.warehouse import transaction
 
 # The knee: the first world size whose marginal throughput per added device is below this share
 # of the measured throughput per device (the ideal marginal of a perfectly scaling run).
@@ -231,8 +232,7 @@ def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[R
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [p for projection in projections for p in projection.points]
     columns = [*ProjectedPoint.__dataclass_fields__, "created_at"]
-    connection.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(connection):
         for key in {(p.study, p.run_id, p.scenario) for p in rows}:
             connection.execute(
                 "DELETE FROM projections WHERE study = ? AND run_id = ? AND scenario = ?", list(key)
@@ -242,10 +242,6 @@ def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[R
             f"INSERT INTO projections ({', '.join(columns)}) VALUES ({placeholders})",
             [[*asdict(p).values(), now] for p in rows],
         )
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
     return len(rows)
 
 
