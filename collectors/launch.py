@@ -17,10 +17,16 @@ from pathlib import Path
 
 from tracehouse.collectors.power import capture_power
 from tracehouse.collectors.run_manifest import build_manifest
-from tracehouse.collectors.spec import FACTS_NAME, LOG_NAME, LOSS_NAME, SPEC_NAME, RunSpec, trace_name
+from tracehouse.collectors.spec import (
+    DEFAULT_TIMEOUT_S,
+    FACTS_NAME,
+    LOG_NAME,
+    LOSS_NAME,
+    SPEC_NAME,
+    RunSpec,
+    trace_name,
+)
 from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
-
-DEFAULT_TIMEOUT_S = 3600
 
 
 def now_iso() -> str:

@@ -21,6 +21,8 @@ TRACE_TEMPLATE = "rank{rank}.pt.trace.json.gz"
 LOSS_NAME = "loss.jsonl"
 FACTS_NAME = "train_facts.json"
 LOG_NAME = "train.log"
+# Seconds one scale point (its torchrun) may run before it is stopped and marked failed.
+DEFAULT_TIMEOUT_S = 3600
 
 
 def trace_name(rank: int) -> str:

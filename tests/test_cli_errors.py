@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.testdata import SAMPLE_TRACES
-from tracehouse.pipeline.cli import query as cli_query
+from tracehouse.pipeline import reading  # `tracehouse query` imports its query function when it runs
 from tracehouse.pipeline.cli.main import main
 
 RUN = str(SAMPLE_TRACES / "tiny-cpu-gloo" / "ddp-ws1")
@@ -42,7 +42,7 @@ def _explode(*_args: object, **_kwargs: object) -> None:
 
 def test_an_unexpected_exception_is_one_line_and_status_70(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.delenv("TRACEHOUSE_DEBUG", raising=False)
-    monkeypatch.setattr(cli_query, "query", _explode)
+    monkeypatch.setattr(reading, "query", _explode)
     code = main(["query", "select 1", "--warehouse", str(tmp_path)])
     out = capsys.readouterr()
     assert code == 70 and out.out == ""
@@ -51,6 +51,6 @@ def test_an_unexpected_exception_is_one_line_and_status_70(tmp_path, capsys, mon
 
 def test_tracehouse_debug_shows_the_traceback(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TRACEHOUSE_DEBUG", "1")
-    monkeypatch.setattr(cli_query, "query", _explode)
+    monkeypatch.setattr(reading, "query", _explode)
     with pytest.raises(RuntimeError, match="boom"):
         main(["query", "select 1", "--warehouse", str(tmp_path)])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracehouse.collectors.calibrate.launch import resolve_backend, run_calibration
 from tracehouse.collectors.calibrate.spec import (
     DEFAULT_ITERS,
     DEFAULT_TIMEOUT_S,
@@ -64,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Build the sweep from the flags, run it, print one line per op and where the files are."""
+    from tracehouse.collectors.calibrate.launch import resolve_backend, run_calibration  # when it runs
+
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip()) if args.ops else tuple(OPS)
     try:
         spec = default_spec(

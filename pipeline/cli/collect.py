@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracehouse.collectors.launch import DEFAULT_TIMEOUT_S
 from tracehouse.collectors.model_sizes import MODELS
-from tracehouse.collectors.spec import STRATEGIES, ProfilingConfig, RunSpec
-from tracehouse.collectors.sweep import SweepFileError, load_sweep, run_sweep
+from tracehouse.collectors.spec import DEFAULT_TIMEOUT_S, STRATEGIES, ProfilingConfig, RunSpec
 from tracehouse.pipeline.common.errors import TracehouseError
 
 POINT_FLAGS = ("model", "strategy", "world_size")
@@ -64,6 +62,8 @@ def point_from_flags(args: argparse.Namespace) -> RunSpec:
 
 def handle(args: argparse.Namespace) -> int:
     """Validate every point, then emit scripts or run them; 1 when any point failed."""
+    from tracehouse.collectors.sweep import SweepFileError, load_sweep, run_sweep  # when it runs
+
     if args.sweep is not None:
         if any(getattr(args, name) is not None for name in POINT_FLAGS):
             raise TracehouseError("give either a sweep file or --model/--strategy/--world-size, not both")

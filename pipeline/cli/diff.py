@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracehouse.pipeline.compare import RunDiff, diff_runs
-from tracehouse.pipeline.reading import open_reader
+if TYPE_CHECKING:
+    from tracehouse.pipeline.compare import RunDiff
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the comparison."""
+    from tracehouse.pipeline.compare import diff_runs  # the warehouse loads only when it runs
+    from tracehouse.pipeline.reading import open_reader
+
     with open_reader(args.warehouse) as connection:
         result = diff_runs(connection, args.run_a, args.run_b, study=args.study, top=args.top)
     if args.json:

@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracehouse.pipeline.common.errors import TracehouseError
-from tracehouse.pipeline.projection.project import RunProjection, project_study
-from tracehouse.pipeline.projection.scenario import Scenario
+
+if TYPE_CHECKING:
+    from tracehouse.pipeline.projection.project import RunProjection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,6 +74,9 @@ def world_sizes(text: str) -> list[int]:
 
 def handle(args: argparse.Namespace) -> int:
     """Project, store, print."""
+    from tracehouse.pipeline.projection.project import project_study  # the replay loads only when it runs
+    from tracehouse.pipeline.projection.scenario import Scenario
+
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise TracehouseError("--devices-per-node must be a positive integer")
     if args.network is not None and not args.network.is_file():

@@ -11,8 +11,6 @@ import math
 import sys
 from typing import Any
 
-from tracehouse.pipeline.reading import query
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `query` subcommand."""
@@ -29,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the query and print its rows."""
+    from tracehouse.pipeline.reading import query  # the warehouse loads only when it runs
+
     columns, rows = query(args.warehouse, args.sql)
     {"table": print_table, "csv": print_csv, "json": print_json}[args.format](columns, rows)
     return 0
