@@ -228,8 +228,9 @@ def refresh_materialized(
     files = files if files is not None else load_sql_files()
     before = _stored_run_stamps(connection)
     if before is None or _meta(connection, "global_stamp") != global_stamp(connection):
-        names = create_relations(connection, files, only_materialized=True)
-        _record_stamps(connection)
+        with transaction(connection):
+            names = create_relations(connection, files, only_materialized=True)
+            _record_stamps(connection)
         return names
     with transaction(connection):
         names = refresh_runs(connection, files, changed_runs(run_stamps(connection), before))

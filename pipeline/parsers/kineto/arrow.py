@@ -33,14 +33,18 @@ def int64s(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     data = pa.py_buffer(np.ascontiguousarray(values, dtype=np.int64))
     if valid is None or valid.all():
         return pa.Array.from_buffers(pa.int64(), len(values), [None, data])
-    bitmap = pa.py_buffer(np.packbits(np.asarray(valid, dtype=bool), bitorder="little"))
-    return pa.Array.from_buffers(pa.int64(), len(values), [bitmap, data], null_count=int((~valid).sum()))
+    nulls = int((~valid).sum())
+    return pa.Array.from_buffers(pa.int64(), len(values), [_bits(valid), data], null_count=nulls)
 
 
 def bools(values: np.ndarray) -> pa.Array:
     """A numpy boolean array as arrow (a filter mask)."""
-    bits = pa.py_buffer(np.packbits(np.asarray(values, dtype=bool), bitorder="little"))
-    return pa.Array.from_buffers(pa.bool_(), len(values), [None, bits])
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, _bits(values)])
+
+
+def _bits(flags: np.ndarray) -> pa.Buffer:
+    """Booleans as arrow's bit-packed layout (a validity bitmap or boolean data)."""
+    return pa.py_buffer(np.packbits(np.asarray(flags, dtype=bool), bitorder="little"))
 
 
 def numpy(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
