@@ -66,6 +66,23 @@ def main(argv: list[str] | None = None) -> int:
         return INTERNAL_ERROR
 
 
+def run() -> None:
+    """The console script: `main`, then exit without tearing the interpreter down.
+
+    Unloading DuckDB, Polars, Arrow and Dask at exit takes about 0.1 s, all of it after the work
+    is done and stored (every connection is closed and every worker joined before `main`
+    returns); a one-file query or a small ingest is several times that, so the script flushes its
+    output and leaves at once. `main` itself (tests, `python -m`) returns as usual.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = code or 141
+    os._exit(code)
+
+
 def internal_error_line(exc: Exception) -> str:
     """The one line that reports an unexpected exception."""
     message = one_line(exc)

@@ -217,6 +217,32 @@ def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutc
     return FileOutcome(kind=kind, path=str(path), status="failed", reason=one_line(reason))
 
 
+def raised_outcome(kind: str, path: Path | str, exc: Exception) -> FileOutcome:
+    """The outcome of a task that raised: its file fails, marked internal (TRACEHOUSE_DEBUG=1: raise it)."""
+    if os.environ.get(DEBUG_VARIABLE) == "1":
+        raise exc
+    return failed_internally(kind, path, exc)
+
+
+# A pool worker's copy of the content hashes registered when the ingest began (`set_registered`):
+# sent once per worker process, not with every task.
+_registered: frozenset[str] = frozenset()
+
+
+def set_registered(hashes: frozenset[str]) -> None:
+    """Pool worker initializer: keep the registered content hashes for this process's tasks."""
+    global _registered
+    _registered = hashes
+
+
+def in_pool_worker(fn: Callable[..., FileOutcome], kind: str, job: Any, warehouse_dir: str) -> FileOutcome:
+    """One task on a pool worker (with the worker's registered hashes); if it raised, its file fails."""
+    try:
+        return fn(job, warehouse_dir, _registered)
+    except Exception as exc:
+        return raised_outcome(kind, job.path, exc)
+
+
 def failed_internally(kind: str, path: Path | str, exc: BaseException) -> FileOutcome:
     """The outcome of a file whose work met a tracehouse bug."""
     return FileOutcome(

@@ -10,7 +10,8 @@ from support.testdata import shared_path
 from support.wh_helpers import BASE_NS, checksums, count, write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
-from tracehouse.pipeline.ingest.driver import hash_file, ingest
+from tracehouse.pipeline.ingest.driver import ingest
+from tracehouse.pipeline.ingest.tasks import hash_file
 from tracehouse.pipeline.warehouse import connect
 
 

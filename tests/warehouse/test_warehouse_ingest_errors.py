@@ -6,7 +6,8 @@ import json
 
 from support.wh_helpers import write_trace
 from tracehouse.pipeline.cli.main import main
-from tracehouse.pipeline.ingest.driver import hash_file, ingest
+from tracehouse.pipeline.ingest.driver import ingest
+from tracehouse.pipeline.ingest.tasks import hash_file
 
 
 def errors(capsys, wh) -> list[tuple[str, str | None, str]]:

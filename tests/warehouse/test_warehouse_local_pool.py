@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import gzip
 
+from support.dying_task import DYING_NAME, load_or_die
 from support.wh_helpers import write_trace
 from tracehouse.pipeline.discovery.search import discover
-from tracehouse.pipeline.ingest.driver import (
+from tracehouse.pipeline.ingest.engine import (
     IN_PROCESS,
     POOL_STARTUP_S,
     PROCESSES,
@@ -16,9 +17,9 @@ from tracehouse.pipeline.ingest.driver import (
     THREADS,
     json_size,
     local_engine,
-    run_tasks,
     unwrapped_isize,
 )
+from tracehouse.pipeline.ingest.runner import WORKER_DIED, run_tasks
 from tracehouse.pipeline.ingest.tasks import load_trace
 from tracehouse.pipeline.warehouse import create_warehouse
 
@@ -70,3 +71,55 @@ def test_threads_start_no_more_tasks_once_the_driver_stops(tmp_path):
     groups.close()  # the driver stops here (an error, Ctrl-C): the helper thread is joined
     written = [p for p in (warehouse / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet"]
     assert 1 <= len(written) <= 2  # the first task, and at most the one already running
+
+
+def _eight_rank_tasks(tmp_path, task=load_trace):
+    for rank in range(8):
+        write_trace(tmp_path / "run" / f"r{rank}.json", rank=rank, world_size=8)
+    return [(task, job) for job in discover([tmp_path / "run"]).traces]
+
+
+def _written(warehouse):
+    return [p for p in (warehouse / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet"]
+
+
+def test_the_process_pool_starts_no_more_tasks_once_the_driver_stops(tmp_path):
+    tasks = _eight_rank_tasks(tmp_path)
+    warehouse = create_warehouse(tmp_path / "wh")
+    groups = run_tasks(tasks, str(warehouse), frozenset(), client=None, engine=(PROCESSES, 1))
+    [first] = next(group for group in groups if group)
+    assert first.status == "loaded"
+    groups.close()  # the driver stops: the task already submitted finishes, no other starts
+    assert 1 <= len(_written(warehouse)) <= 2
+
+
+def test_the_process_pool_skips_what_is_registered(tmp_path):
+    tasks = _eight_rank_tasks(tmp_path)
+    warehouse = create_warehouse(tmp_path / "wh")
+    first = [o for group in run_tasks(tasks[:1], str(warehouse), frozenset(), client=None) for o in group]
+    registered = frozenset({first[0].content_hash})  # sent once to each worker, not with every task
+    outcomes = [
+        o
+        for group in run_tasks(tasks, str(warehouse), registered, client=None, engine=(PROCESSES, 2))
+        for o in group
+    ]
+    status = {o.path: o.status for o in outcomes}
+    assert status.pop(first[0].path) == "skipped"
+    assert sorted(status.values()) == ["loaded"] * 7
+
+
+def test_a_file_that_kills_its_worker_process_fails_alone(tmp_path):
+    tasks = _eight_rank_tasks(tmp_path, load_or_die)
+    dying = write_trace(tmp_path / "run" / DYING_NAME, rank=0, world_size=8)
+    tasks.insert(3, (load_or_die, discover([dying]).traces[0]))
+    warehouse = create_warehouse(tmp_path / "wh")
+    outcomes = [
+        o
+        for group in run_tasks(tasks, str(warehouse), frozenset(), client=None, engine=(PROCESSES, 2))
+        for o in group
+    ]
+    assert sorted(o.path for o in outcomes) == sorted(str(job.path) for _, job in tasks)  # each file once
+    [died] = [o for o in outcomes if o.status != "loaded"]
+    assert died.path == str(dying) and died.status == "failed" and died.internal
+    assert WORKER_DIED in (died.reason or "")
+    assert len(_written(warehouse)) == 8

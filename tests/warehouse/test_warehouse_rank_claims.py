@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-import tracehouse.pipeline.ingest.driver as ingest_module
+import tracehouse.pipeline.ingest.load as load_module
 from support.wh_helpers import checksums, count, write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.ingest.driver import ingest
@@ -35,14 +35,14 @@ class Recorder:
 
 def in_order(monkeypatch, names: list[str]) -> None:
     """Make the tasks' outcomes arrive in the given order of file names (as Dask may deliver them)."""
-    real = ingest_module.run_tasks
+    real = load_module.run_tasks
 
     def run_tasks(*args, **kwargs):
         outcomes = {Path(o.path).name: o for group in real(*args, **kwargs) for o in group}
         assert sorted(outcomes) == sorted(names)
         yield from ([outcomes[name]] for name in names)
 
-    monkeypatch.setattr(ingest_module, "run_tasks", run_tasks)
+    monkeypatch.setattr(load_module, "run_tasks", run_tasks)
 
 
 def three_claim_rank_zero(run: Path) -> dict[str, Path]:

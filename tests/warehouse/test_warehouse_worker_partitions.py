@@ -6,10 +6,11 @@ import shutil
 from pathlib import Path
 
 import polars as pl
-import tracehouse.pipeline.ingest.driver as ingest_module
+import tracehouse.pipeline.ingest.load as load_module
 from support.wh_helpers import count, write_trace
 from tracehouse.pipeline.cli.main import main
-from tracehouse.pipeline.ingest.driver import hash_file, ingest
+from tracehouse.pipeline.ingest.driver import ingest
+from tracehouse.pipeline.ingest.tasks import hash_file
 
 SHARED = "(the warehouse must be on a filesystem shared with the Dask workers)"
 
@@ -19,7 +20,7 @@ def worker_disk(monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = 
 
     keep_events_rows: instead, the driver sees an events partition holding only this many rows.
     """
-    real = ingest_module.load_trace
+    real = load_module.load_trace
 
     def load_trace(job, warehouse_dir, registered):
         outcome = real(job, warehouse_dir, registered)
@@ -32,7 +33,7 @@ def worker_disk(monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = 
                 pl.read_parquet(source, hive_partitioning=False).head(keep_events_rows).write_parquet(source)
         return outcome
 
-    monkeypatch.setattr(ingest_module, "load_trace", load_trace)
+    monkeypatch.setattr(load_module, "load_trace", load_trace)
 
 
 def partitions(wh: Path) -> list[Path]:
