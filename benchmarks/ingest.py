@@ -202,11 +202,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 def run():
     from tracehouse.pipeline.ingest.engine import pool_context, start_pool_server
-    from tracehouse.pipeline.ingest.tasks import set_registered  # the driver imports it anyway
+    from tracehouse.pipeline.ingest.tasks import prepare_worker  # the driver imports it anyway
     t0 = time.perf_counter()
     start_pool_server()
     t1 = time.perf_counter()
-    pool = ProcessPoolExecutor(2, mp_context=pool_context(), initializer=set_registered, initargs=(frozenset(),))
+    pool = ProcessPoolExecutor(2, mp_context=pool_context(), initializer=prepare_worker,
+                               initargs=(frozenset(), {}))
     first = [pool.submit(time.sleep, 0.1) for _ in range(2)]  # both busy at once: two workers
     [f.result() for f in first]
     pids = {pid for pid in pool._processes}

@@ -168,3 +168,15 @@ def test_importing_the_collectors_loads_no_warehouse_library():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "", f"importing the collectors loaded {loaded.stdout.strip()}"
     assert "tracehouse.collectors.train" in names  # the torch side is really among them
+
+
+def test_the_ingest_entry_loads_no_heavy_library_before_the_pool_server_starts():
+    """driver and engine import nothing heavy: the local pool's server starts importing the tasks
+    on another core while the driver imports DuckDB, Polars and Dask itself (`ingest.driver`)."""
+    code = (
+        "import sys\n"
+        "import tracehouse.pipeline.ingest.driver, tracehouse.pipeline.ingest.engine\n"
+        f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "", f"importing the ingest entry loaded {loaded.stdout.strip()}"

@@ -27,6 +27,7 @@ from tracehouse.pipeline.discovery.search import discover
 from tracehouse.pipeline.ingest.engine import (
     IN_PROCESS,
     PROCESSES,
+    in_worker_start,
     json_size,
     local_engine,
     start_pool_server,
@@ -78,6 +79,11 @@ def ingest(
     progress: str | Progress | None = "off",
 ) -> IngestSummary:
     """Ingest traces (files or directories), the power logs their manifests list and nccl-tests output."""
+    if in_worker_start():  # a script without the __main__ guard, re-run by a pool worker: stop it
+        raise RuntimeError(
+            "tracehouse ingest was called while a worker process started: run the script's work "
+            'under `if __name__ == "__main__":`'
+        )
     started = time.perf_counter()
     with scheduler_client(scheduler) as client:  # first: a bad scheduler writes nothing
         found = discover(paths, study=study, run=run, ranks=ranks)

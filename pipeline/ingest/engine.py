@@ -17,13 +17,18 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 IN_PROCESS, THREADS, PROCESSES = "in-process", "threads", "processes"
 
 # What the pool's server imports before it forks any worker: the tasks, and Dask's task runner.
-WORKER_PRELOAD = ["dask.local", "tracehouse.pipeline.ingest.tasks"]
+WORKER_PRELOAD = [
+    "dask.local",
+    "tracehouse.pipeline.ingest.tasks",
+    "tracehouse.pipeline.parsers.kineto.parse",
+]
 
 # The pool's start-up. Measured on the 2-core dev VM (2026-12-04, `benchmarks/ingest.py
 # --pool-startup`: the forkserver started, its imports, two workers forked and ready; 3 runs):
@@ -44,13 +49,21 @@ TYPICAL_GZIP_RATIO = 16
 
 
 def json_size(path: Path) -> int:
-    """A file's uncompressed size in bytes: a gzip file's ISIZE footer (mod 2^32, restored), else its size."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if size < 18 or f.read(2) != b"\x1f\x8b":
-            return size
-        f.seek(-4, os.SEEK_END)
-        return unwrapped_isize(size, int.from_bytes(f.read(4), "little"))
+    """A file's uncompressed size in bytes: a gzip file's ISIZE footer (mod 2^32, restored), else its size.
+
+    0 for what is not a readable regular file (a FIFO would block the open): its task says why.
+    """
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return 0
+        with open(path, "rb") as f:
+            if info.st_size < 18 or f.read(2) != b"\x1f\x8b":
+                return info.st_size
+            f.seek(-4, os.SEEK_END)
+            return unwrapped_isize(info.st_size, int.from_bytes(f.read(4), "little"))
+    except OSError:
+        return 0
 
 
 def unwrapped_isize(gzip_bytes: int, isize: int) -> int:
@@ -84,6 +97,11 @@ def pool_context() -> Any:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(WORKER_PRELOAD)
     return context
+
+
+def in_worker_start() -> bool:
+    """Whether this process is a pool worker still starting (re-running the driver's `__main__`)."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
 def start_pool_server() -> None:

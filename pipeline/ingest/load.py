@@ -71,7 +71,10 @@ def _load(
         registered = registered_hashes(connection)
     registrar = Registrar(batch, warehouse)
     try:
-        for group in run_tasks(tasks, str(warehouse), registered, client=client, engine=engine):
+        groups = run_tasks(
+            tasks, str(warehouse), registered, client=client, engine=engine, warn=summary.warnings.append
+        )
+        for group in groups:
             for outcome in group:
                 reporter.file_read(outcome.path)
             registrar.add(group)

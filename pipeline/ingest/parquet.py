@@ -47,7 +47,7 @@ def write_partition(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
     try:
-        out.write_parquet(tmp)
+        out.write_parquet(tmp, compression="lz4")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -25,8 +25,9 @@ from tracehouse.pipeline.ingest.tasks import (
     load_nccl_tests,
     load_power,
     load_trace,
+    prepare_worker,
     raised_outcome,
-    set_registered,
+    tracehouse_settings,
 )
 
 Task = tuple[Callable[..., FileOutcome], Any]
@@ -38,6 +39,12 @@ KIND_OF_TASK: dict[Callable[..., FileOutcome], str] = {
 POLL_S = 0.05  # how often the driver looks for completed tasks
 # Why a file fails whose task ran alone on a fresh worker process and the process died.
 WORKER_DIED = "the worker process died reading this file (alone on a fresh worker, after a pool failed)"
+# The warning when no worker process can start at all; the files then run on threads.
+POOL_UNUSABLE = (
+    "the local process pool could not start a worker, so the files ran on threads (slower); "
+    'a script that ingests needs its work under `if __name__ == "__main__":`, as any script '
+    "whose library starts processes"
+)
 
 
 def run_tasks(
@@ -47,11 +54,12 @@ def run_tasks(
     *,
     client: Any,
     engine: tuple[str, int] = (IN_PROCESS, 1),
+    warn: Callable[[str], None] = lambda line: None,
 ) -> Iterator[list[FileOutcome]]:
     """Run the tasks on Dask: the client's cluster, else locally as `engine` says (`local_engine`).
 
     Yields outcomes in groups as they complete. An empty group means nothing completed for a
-    moment: the caller may register what it holds.
+    moment: the caller may register what it holds. `warn` gets one line about the run itself.
     """
     mode, workers = engine
     if client is not None:
@@ -59,7 +67,7 @@ def run_tasks(
     elif mode == THREADS:
         yield from _on_threads(tasks, warehouse_dir, registered, workers)
     elif mode == PROCESSES:
-        yield from _on_processes(tasks, warehouse_dir, registered, workers)
+        yield from _on_processes(tasks, warehouse_dir, registered, workers, warn)
     else:
         for fn, job in tasks:
             yield [dask.delayed(fn, pure=False)(job, warehouse_dir, registered).compute(scheduler=get_sync)]
@@ -87,14 +95,24 @@ def _on_threads(
 
 
 def _on_processes(
-    tasks: list[Task], warehouse_dir: str, registered: frozenset[str], workers: int
+    tasks: list[Task],
+    warehouse_dir: str,
+    registered: frozenset[str],
+    workers: int,
+    warn: Callable[[str], None],
 ) -> Iterator[list[FileOutcome]]:
     """The tasks on Dask's local process scheduler (see `engine`); outcomes as each completes.
 
     When a worker process dies (the pool then stops), the tasks that did not complete run again,
-    each alone on a fresh worker: the file that kills its worker then fails alone.
+    each alone on a fresh worker: the file that kills its worker then fails alone. When no worker
+    can run even an empty task (an unguarded script re-run by every worker, say), they run on
+    threads instead, with a warning.
     """
     unfinished = yield from _pool_round(tasks, warehouse_dir, registered, workers)
+    if unfinished and not _pool_starts(registered):
+        warn(POOL_UNUSABLE)
+        yield from _on_threads(unfinished, warehouse_dir, registered, workers)
+        return
     for task in unfinished:
         if (yield from _pool_round([task], warehouse_dir, registered, 1)):
             fn, job = task
@@ -105,12 +123,12 @@ def _pool_round(
     tasks: list[Task], warehouse_dir: str, registered: frozenset[str], workers: int
 ) -> Iterator[list[FileOutcome]]:
     """Run tasks on a fresh pool; return (as the generator's value) the tasks left when a worker died."""
-    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     import dask.multiprocessing
 
     stop = threading.Event()
+    executor = _new_pool(workers, registered)
     graph = [
         dask.delayed(in_pool_worker, pure=False)(fn, KIND_OF_TASK.get(fn, "trace"), job, warehouse_dir)
         for fn, job in tasks
@@ -118,9 +136,6 @@ def _pool_round(
     task_of = {item.key: task for item, task in zip(graph, tasks, strict=True)}
     completed: set[Any] = set()
     broken = threading.Event()
-    executor = ProcessPoolExecutor(
-        workers, mp_context=pool_context(), initializer=set_registered, initargs=(registered,)
-    )
 
     def compute(callback: Callback) -> None:
         def pretask(key: Any, *_: Any) -> None:
@@ -144,6 +159,31 @@ def _pool_round(
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
     return [task for key, task in task_of.items() if key not in completed] if broken.is_set() else []
+
+
+def _new_pool(workers: int, registered: frozenset[str]) -> Any:
+    """A ProcessPoolExecutor forked from the pool's server, with this ingest's hashes and settings."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=pool_context(),
+        initializer=prepare_worker,
+        initargs=(registered, tracehouse_settings()),
+    )
+
+
+def _pool_starts(registered: frozenset[str]) -> bool:
+    """Whether a fresh one-worker pool can run an empty task (else no file can run on a pool here)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    executor = _new_pool(1, registered)
+    try:
+        return executor.submit(int).result() == 0
+    except BrokenProcessPool:
+        return False
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 class _Stopped(Exception):

@@ -224,15 +224,29 @@ def raised_outcome(kind: str, path: Path | str, exc: Exception) -> FileOutcome:
     return failed_internally(kind, path, exc)
 
 
-# A pool worker's copy of the content hashes registered when the ingest began (`set_registered`):
+# A pool worker's copy of the content hashes registered when the ingest began (`prepare_worker`):
 # sent once per worker process, not with every task.
 _registered: frozenset[str] = frozenset()
+# The environment variables the tasks read (TRACEHOUSE_SCANNER, TRACEHOUSE_DEBUG, ...) start with this.
+SETTINGS_PREFIX = "TRACEHOUSE_"
 
 
-def set_registered(hashes: frozenset[str]) -> None:
-    """Pool worker initializer: keep the registered content hashes for this process's tasks."""
+def tracehouse_settings() -> dict[str, str]:
+    """This process's TRACEHOUSE_* environment variables."""
+    return {key: value for key, value in os.environ.items() if key.startswith(SETTINGS_PREFIX)}
+
+
+def prepare_worker(hashes: frozenset[str], settings: dict[str, str]) -> None:
+    """Pool worker initializer: keep the registered content hashes, and take the driver's settings.
+
+    A worker forks from a server started earlier, perhaps before the driver changed a setting
+    (a notebook, a test), so its TRACEHOUSE_* variables are made the driver's at this ingest.
+    """
     global _registered
     _registered = hashes
+    for key in [key for key in os.environ if key.startswith(SETTINGS_PREFIX) and key not in settings]:
+        del os.environ[key]
+    os.environ.update(settings)
 
 
 def in_pool_worker(fn: Callable[..., FileOutcome], kind: str, job: Any, warehouse_dir: str) -> FileOutcome:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import json
+import os
+import subprocess
+import sys
 
+import pytest
 from support.dying_task import DYING_NAME, load_or_die
 from support.wh_helpers import write_trace
 from tracehouse.pipeline.discovery.search import discover
@@ -17,9 +22,10 @@ from tracehouse.pipeline.ingest.engine import (
     THREADS,
     json_size,
     local_engine,
+    start_pool_server,
     unwrapped_isize,
 )
-from tracehouse.pipeline.ingest.runner import WORKER_DIED, run_tasks
+from tracehouse.pipeline.ingest.runner import POOL_UNUSABLE, WORKER_DIED, run_tasks
 from tracehouse.pipeline.ingest.tasks import load_trace
 from tracehouse.pipeline.warehouse import create_warehouse
 
@@ -33,6 +39,12 @@ def test_json_size_is_the_uncompressed_size_of_a_gzip_file_and_the_size_of_a_pla
     assert json_size(tmp_path / "t.json") == len(text)
     assert json_size(tmp_path / "t.json.gz") == len(text)
     assert (tmp_path / "t.json.gz").stat().st_size < len(text) // 50
+
+
+def test_json_size_of_what_cannot_be_read_is_zero_and_never_blocks(tmp_path):
+    os.mkfifo(tmp_path / "fifo.json")  # opening it would wait for a writer forever
+    assert json_size(tmp_path / "fifo.json") == 0
+    assert json_size(tmp_path / "gone.json") == 0
 
 
 def test_an_isize_that_wrapped_past_4_gib_is_restored_from_the_gzip_size():
@@ -123,3 +135,51 @@ def test_a_file_that_kills_its_worker_process_fails_alone(tmp_path):
     assert died.path == str(dying) and died.status == "failed" and died.internal
     assert WORKER_DIED in (died.reason or "")
     assert len(_written(warehouse)) == 8
+
+
+def test_pool_workers_take_the_drivers_settings_at_each_ingest(tmp_path, monkeypatch):
+    """The pool's server may have started before a setting changed (a notebook, a test): each
+    ingest's workers read the driver's TRACEHOUSE_* variables as they are now."""
+    pytest.importorskip("tracehouse.pipeline.parsers.kineto._kineto_scan")
+    tasks = _eight_rank_tasks(tmp_path)[:2]
+    start_pool_server()
+
+    def decoders(warehouse: str, scanner: str | None) -> list[str]:
+        if scanner is None:
+            monkeypatch.delenv("TRACEHOUSE_SCANNER", raising=False)
+        else:
+            monkeypatch.setenv("TRACEHOUSE_SCANNER", scanner)
+        groups = run_tasks(tasks, warehouse, frozenset(), client=None, engine=(PROCESSES, 2))
+        return sorted(o.row["decoder"] for group in groups for o in group)
+
+    assert decoders(str(create_warehouse(tmp_path / "a")), "0") == ["msgspec", "msgspec"]
+    assert decoders(str(create_warehouse(tmp_path / "b")), None) == ["scanner", "scanner"]
+
+
+UNGUARDED_SCRIPT = """
+import json, sys
+import tracehouse.pipeline.ingest.driver as driver
+driver.local_engine = lambda sizes: ("processes", 2)  # as for a batch large enough for the pool
+summary = driver.ingest([sys.argv[1]], sys.argv[2], study="s")
+print(json.dumps({"loaded": summary.loaded, "failed": summary.failed, "warnings": summary.warnings}))
+"""
+
+
+def test_a_script_without_the_main_guard_still_ingests_everything_on_threads(tmp_path):
+    """Every pool worker re-runs the driver's script; without `if __name__ == "__main__":` each dies
+    starting, so the pool cannot run: the files run on threads and the summary says why."""
+    for rank in range(3):
+        write_trace(tmp_path / "run" / f"r{rank}.json", rank=rank, world_size=3)
+    script = tmp_path / "ingest_script.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run"), str(tmp_path / "wh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert (summary["loaded"], summary["failed"]) == (3, [])
+    assert POOL_UNUSABLE in summary["warnings"]
+    assert 'under `if __name__ == "__main__":`' in done.stderr  # what each worker said as it stopped
