@@ -28,6 +28,7 @@ WORKER_PRELOAD = [
     "dask.local",
     "tracehouse.pipeline.ingest.tasks",
     "tracehouse.pipeline.parsers.kineto.parse",
+    "tracehouse.pipeline.ingest.pool_server",  # the server's own exit
 ]
 
 # The pool's start-up. Measured on the 2-core dev VM (2026-12-04, `benchmarks/ingest.py
