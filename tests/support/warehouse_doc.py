@@ -148,6 +148,8 @@ DIR/.ingest.lock                                         held by a running inges
   `content_hash` is registered, so an interrupted ingest leaves nothing visible; the next
   ingest deletes unregistered and temporary files.
 * A file whose content hash is registered is skipped: ingesting twice changes no rows.
+* Partitions are LZ4-compressed: faster to write and for DuckDB to read back than zstd, for
+  about 1.7x the bytes (an events partition: ~9 bytes per event).
 * Without a `manifest.json`, a directory's traces form run `--run` (default: the directory
   name) of study `--study` (default: `default`); a manifest's study and run_id win.
 
