@@ -31,11 +31,15 @@ WORKER_PRELOAD = [
     "tracehouse.pipeline.ingest.pool_server",  # the server's own exit
 ]
 
-# The pool's start-up. Measured on the 2-core dev VM (2026-12-04, `benchmarks/ingest.py
-# --pool-startup`: the forkserver started, its imports, two workers forked and ready; 3 runs):
-# 0.36-0.39 s. The driver starts the server before its own imports (0.35 s, needed whatever the
-# engine), so most of it overlaps. (A LocalCluster of spawned workers took 1.1-1.3 s.)
-POOL_STARTUP_S = 0.35
+# What the pool adds to an ingest where the driver cannot hide it. The server itself (its imports,
+# 0.36-0.39 s on the 2-core dev VM, 2026-12-04, `benchmarks/ingest.py --pool-startup`; a
+# LocalCluster of spawned interpreters took 1.1-1.3 s) starts before the driver imports DuckDB,
+# Polars and Dask (0.35 s, needed whatever the engine), on the other core, and later ingests of the
+# same process reuse it; what is left is forking the workers and their first task's warm-up.
+# Measured the same day, first ingest of a fresh process, threads vs pool, 3 runs each: 8 traces
+# of 1 MB 1.09-1.14 vs 1.07-1.10 s; 2 of 14 MB 1.12-1.13 vs 1.10 s; the 22 sample traces (5.7 MB)
+# 3.22-3.28 vs 3.03 s; 8 of 14 MB 1.62-1.69 vs 1.48-1.56 s.
+POOL_STARTUP_S = 0.05
 # A task's cost, measured in-process on real traces (hash, decode, Parquet write): 195-240 MB/s
 # of uncompressed JSON on traces of 15-87 MB, plus about 0.05 s per file.
 TASK_JSON_BYTES_PER_S = 200e6
