@@ -40,14 +40,6 @@ LOCK_RETRY_S = 0.05  # between attempts to open a file another process holds
 # DuckDB's memory_limit for every connection tracehouse opens (e.g. "4GB"); unset: DuckDB's
 # default, 80% of the machine's memory. benchmarks/study.py sets it to bound a big study's RSS.
 MEMORY_LIMIT_VARIABLE = "TRACEHOUSE_DUCKDB_MEMORY_LIMIT"
-# A writer's transactions whose log would exceed this go straight into the database file at
-# commit. DuckDB's default (16 MB) logs them first and copies them in when the connection closes
-# (a checkpoint), and every tracehouse writer closes right after its work: so a big transaction,
-# such as a new run's materialized tables, was written twice. Measured on the 2-core dev VM
-# (2026-12-04, the 1.57M-event warehouse of `ingest.py --end-to-end --copies 4`): commit 0.10 s +
-# close 0.10 s before, 0.12 s + 0.01 s after. Small transactions (registering a file) still go
-# to the log, checkpointed once at close.
-CHECKPOINT_THRESHOLD = "1MB"
 # The name a query-only in-memory database gives the attached warehouse (see `open_in_memory`):
 # the one DuckDB gives the file when it opens it directly, so qualified names work either way.
 ATTACHED = Path(DB_NAME).stem
@@ -130,8 +122,6 @@ def connect(
     except duckdb.Error as exc:
         raise open_error(warehouse_dir, exc, read_only=read_only) from exc
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
-    if not read_only:
-        connection.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
     # tracehouse reports its own progress; DuckDB's bar would draw over it (and into notebooks).
     connection.execute("SET enable_progress_bar = false")
     return connection
