@@ -20,6 +20,8 @@ from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked, transaction
 
 LOCK_NAME = ".ingest.lock"
+# Present while the last ingest ended with every Parquet file it wrote registered or deleted.
+CLEAN_NAME = ".ingest.clean"
 
 
 @contextmanager
@@ -152,8 +154,17 @@ def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
 
 
 def clean_orphans(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) -> list[str]:
-    """Delete temporary and unregistered Parquet files an interrupted ingest left; return their paths."""
+    """Delete temporary and unregistered Parquet files an interrupted ingest left; return their paths.
+
+    When the last ingest ended cleanly (`mark_clean`) there are none, and the Parquet folders,
+    which grow with everything the warehouse holds (0.16 s for 5,000 files here), are not listed.
+    The mark is removed first: if this ingest is interrupted, the next one cleans up after it.
+    """
     root = Path(warehouse_dir)
+    mark = root / CLEAN_NAME
+    if mark.exists():
+        mark.unlink()
+        return []
     known = {row[0] for row in connection.sql("SELECT path FROM parquet_files").fetchall()}
     removed = []
     for f in sorted((root / PARQUET_DIR).rglob("*")):
@@ -164,6 +175,11 @@ def clean_orphans(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) ->
             f.unlink(missing_ok=True)
             removed.append(relative)
     return removed
+
+
+def mark_clean(warehouse_dir: Path) -> None:
+    """Record that this ingest ended with every Parquet file it wrote registered or deleted."""
+    (Path(warehouse_dir) / CLEAN_NAME).touch()
 
 
 def _insert_row(connection: duckdb.DuckDBPyConnection, table: str, row: dict) -> None:

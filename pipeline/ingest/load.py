@@ -18,6 +18,7 @@ from tracehouse.pipeline.ingest.catalog import (
     clean_orphans,
     coverage_warnings,
     ingest_lock,
+    mark_clean,
     register_run,
     registered_hashes,
 )
@@ -82,6 +83,7 @@ def _load(
     except BaseException:
         registrar.abort()
         raise
+    mark_clean(warehouse)
 
 
 def _refresh(connection: Any, summary: IngestSummary, loaded: set[str]) -> None:

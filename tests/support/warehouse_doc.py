@@ -131,6 +131,7 @@ DIR/parquet/<table>/_empty.parquet                       schema only (see below)
 DIR/parquet/<table>/study=S/run_id=R/rank=N/<hash>.parquet   one file per rank trace and table
 DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet    one file per power log
 DIR/.ingest.lock                                         held by a running ingest (one at a time)
+DIR/.ingest.clean                                        the last ingest ended cleanly (see below)
 ```
 
 * Parquet is the source of truth. Every Parquet row carries `study`, `run_id`, `rank` (not for
@@ -146,7 +147,9 @@ DIR/.ingest.lock                                         held by a running inges
   transaction. The driver holds the DuckDB file for writing only in these short catalog
   phases, so queries answer while an ingest runs. The views show only rows whose
   `content_hash` is registered, so an interrupted ingest leaves nothing visible; the next
-  ingest deletes unregistered and temporary files.
+  ingest deletes unregistered and temporary files. An ingest that ends cleanly leaves
+  `.ingest.clean` (removed as the next one starts), and then the next one need not list the
+  Parquet folders.
 * A file whose content hash is registered is skipped: ingesting twice changes no rows.
 * Partitions are LZ4-compressed: faster to write and for DuckDB to read back than zstd, for
   about 1.7x the bytes (an events partition: ~9 bytes per event).

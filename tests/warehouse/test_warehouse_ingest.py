@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 from support.testdata import shared_path
 from support.wh_helpers import BASE_NS, checksums, count, write_trace
 from tracehouse.pipeline.cli.main import main
@@ -198,8 +199,33 @@ def test_orphans_are_invisible_then_cleaned(tmp_path):
     temp.write_bytes(b"half")
     assert checksums(tmp_path / "wh") == before  # unregistered rows are not visible
     write_trace(tmp_path / "run_b" / "r0.json", rank=0)
+    mark = tmp_path / "wh" / ".ingest.clean"
+    assert mark.exists()  # the first ingest ended cleanly: the next need not look for orphans...
     ingest([tmp_path / "run_b"], tmp_path / "wh")
+    assert orphan.exists() and temp.exists()  # ...and does not (files placed by hand stay invisible)
+    mark.unlink()  # as an interrupted ingest leaves it: it removes the mark as it starts
+    write_trace(tmp_path / "run_c" / "r0.json", rank=0)
+    ingest([tmp_path / "run_c"], tmp_path / "wh")
     assert not orphan.exists() and not temp.exists()
+    assert mark.exists()
+
+
+def test_an_ingest_that_stops_on_an_error_leaves_no_clean_mark(tmp_path, monkeypatch):
+    import tracehouse.pipeline.ingest.load as load_module
+
+    two_ranks(tmp_path / "run_a")
+    ingest([tmp_path / "run_a"], tmp_path / "wh")
+    mark = tmp_path / "wh" / ".ingest.clean"
+    assert mark.exists()
+
+    def failing_refresh(*args):
+        raise RuntimeError("the refresh failed")
+
+    monkeypatch.setattr(load_module, "_refresh", failing_refresh)
+    write_trace(tmp_path / "run_b" / "r0.json", rank=0)
+    with pytest.raises(RuntimeError, match="the refresh failed"):
+        ingest([tmp_path / "run_b"], tmp_path / "wh")
+    assert not mark.exists()  # so the next ingest lists the Parquet folders for orphans
 
 
 def test_json_summary(tmp_path, capsys):
