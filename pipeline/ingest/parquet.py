@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 from tracehouse.pipeline.common.errors import one_line
 from tracehouse.pipeline.warehouse import PARQUET_TABLES, partition_file
 
@@ -80,11 +78,11 @@ def partition_problem(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]
     """Why the driver cannot register a worker's partitions (missing, or other row counts), or None."""
     for _, relative, n_rows in files:
         partition = f"the worker's Parquet partition {relative}"
-        try:
-            seen = pq.read_metadata(Path(warehouse_dir) / relative).num_rows  # the footer only
+        try:  # the footer's row counts only; Polars, not pyarrow: the driver need not import Arrow
+            seen = pl.scan_parquet(Path(warehouse_dir) / relative).select(pl.len()).collect().item()
         except FileNotFoundError:
             return f"{partition} is not visible from the driver{SHARED_HINT}"
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pl.exceptions.PolarsError) as exc:
             return f"{partition} is unreadable on the driver: {one_line(exc)}{SHARED_HINT}"
         if seen != n_rows:
             return f"{partition} has {seen} rows seen from the driver, the worker wrote {n_rows}{SHARED_HINT}"
