@@ -88,11 +88,14 @@ def local_engine(json_sizes: list[int], cores: int | None = None) -> tuple[str, 
     """How a local ingest runs its tasks, and on how many workers (see POOL_STARTUP_S).
 
     One file, or one core: in-process. Else threads or a process pool on every core, whichever
-    the estimated work (TASK_JSON_BYTES_PER_S, TASK_FIXED_S) says finishes first.
+    the estimated work (TASK_JSON_BYTES_PER_S, TASK_FIXED_S) says finishes first; threads where
+    the platform has no forkserver (Windows).
     """
     workers = min(cores or os.cpu_count() or 1, len(json_sizes))
     if workers < 2:
         return IN_PROCESS, 1
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return THREADS, workers
     work_s = sum(size / TASK_JSON_BYTES_PER_S + TASK_FIXED_S for size in json_sizes)
     threads_s = work_s * (THREAD_GIL_SHARE + (1 - THREAD_GIL_SHARE) / workers)
     processes_s = work_s / workers + POOL_STARTUP_S

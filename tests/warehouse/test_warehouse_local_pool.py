@@ -95,6 +95,13 @@ def _written(warehouse):
     return [p for p in (warehouse / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet"]
 
 
+def test_without_a_forkserver_the_files_run_on_threads(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])  # as on Windows
+    assert local_engine([GB] * 64, cores=2) == (THREADS, 2)
+
+
 def test_the_process_pool_starts_no_more_tasks_once_the_driver_stops(tmp_path):
     tasks = _eight_rank_tasks(tmp_path)
     warehouse = create_warehouse(tmp_path / "wh")
