@@ -190,3 +190,13 @@ def test_a_script_without_the_main_guard_still_ingests_everything_on_threads(tmp
     assert (summary["loaded"], summary["failed"]) == (3, [])
     assert POOL_UNUSABLE in summary["warnings"]
     assert 'under `if __name__ == "__main__":`' in done.stderr  # what each worker said as it stopped
+
+
+def test_the_pool_servers_exit_rule_acts_in_the_server_only():
+    """pool_server makes the forkserver leave at once; imported anywhere else, an exit status stays."""
+    code = (
+        "import tracehouse.pipeline.ingest.pool_server as p\n"
+        "assert not p.imported_by_the_forkserver()\n"
+        "raise SystemExit(3)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 3
