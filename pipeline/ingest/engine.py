@@ -34,7 +34,7 @@ WORKER_PRELOAD = [
 ]
 
 # What the pool adds to an ingest where the driver cannot hide it. The server itself (its imports,
-# 0.36-0.39 s on the 2-core dev VM, 2026-12-04, `benchmarks/ingest.py --pool-startup`; a
+# 0.36-0.48 s on the 2-core dev VM, 2026-12-04, `benchmarks/ingest.py --pool-startup`; a
 # LocalCluster of spawned interpreters took 1.1-1.3 s) starts before the driver imports DuckDB,
 # Polars and Dask (0.35 s, needed whatever the engine), on the other core, and later ingests of the
 # same process reuse it; what is left is forking the workers and their first task's warm-up.

@@ -21,6 +21,7 @@ from tracehouse.pipeline.ingest.tasks import (
     NCCL_TESTS,
     FileOutcome,
     failed_internally,
+    guarded_task,
     in_pool_worker,
     load_nccl_tests,
     load_power,
@@ -36,6 +37,13 @@ KIND_OF_TASK: dict[Callable[..., FileOutcome], str] = {
     load_power: "power",
     load_nccl_tests: NCCL_TESTS,
 }
+
+
+def kind_of(fn: Callable[..., FileOutcome]) -> str:
+    """A task function's kind; one that wraps load_trace (a test's) counts as a trace task."""
+    return KIND_OF_TASK.get(fn, "trace")
+
+
 POLL_S = 0.05  # how often the driver looks for completed tasks
 # Why a file fails whose task ran alone on a fresh worker process and the process died.
 WORKER_DIED = "the worker process died reading this file (alone on a fresh worker, after a pool failed)"
@@ -116,7 +124,7 @@ def _on_processes(
     for task in unfinished:
         if (yield from _pool_round([task], warehouse_dir, registered, 1)):
             fn, job = task
-            yield [failed_internally(KIND_OF_TASK.get(fn, "trace"), job.path, RuntimeError(WORKER_DIED))]
+            yield [failed_internally(kind_of(fn), job.path, RuntimeError(WORKER_DIED))]
 
 
 def _pool_round(
@@ -130,8 +138,7 @@ def _pool_round(
     stop = threading.Event()
     executor = _new_pool(workers, registered)
     graph = [
-        dask.delayed(in_pool_worker, pure=False)(fn, KIND_OF_TASK.get(fn, "trace"), job, warehouse_dir)
-        for fn, job in tasks
+        dask.delayed(in_pool_worker, pure=False)(fn, kind_of(fn), job, warehouse_dir) for fn, job in tasks
     ]
     task_of = {item.key: task for item, task in zip(graph, tasks, strict=True)}
     completed: set[Any] = set()
@@ -243,13 +250,8 @@ def _unless_stopped(
     warehouse_dir: str,
     registered: frozenset[str],
 ) -> FileOutcome | None:
-    """One task, unless the ingest stopped before it started; a task that raised fails its file only."""
-    if stop.is_set():
-        return None
-    try:
-        return fn(job, warehouse_dir, registered)
-    except Exception as exc:
-        return raised_outcome(KIND_OF_TASK[fn], job.path, exc)
+    """One task (`guarded_task`), unless the ingest stopped before it started."""
+    return None if stop.is_set() else guarded_task(fn, kind_of(fn), job, warehouse_dir, registered)
 
 
 def _on_client(
@@ -272,4 +274,4 @@ def _outcome(future: Any, fn: Callable[..., FileOutcome], job: Any) -> FileOutco
     try:
         return future.result()
     except Exception as exc:
-        return raised_outcome(KIND_OF_TASK[fn], job.path, exc)
+        return raised_outcome(kind_of(fn), job.path, exc)

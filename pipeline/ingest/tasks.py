@@ -249,12 +249,19 @@ def prepare_worker(hashes: frozenset[str], settings: dict[str, str]) -> None:
     os.environ.update(settings)
 
 
-def in_pool_worker(fn: Callable[..., FileOutcome], kind: str, job: Any, warehouse_dir: str) -> FileOutcome:
-    """One task on a pool worker (with the worker's registered hashes); if it raised, its file fails."""
+def guarded_task(
+    fn: Callable[..., FileOutcome], kind: str, job: Any, warehouse_dir: str, registered: frozenset[str]
+) -> FileOutcome:
+    """One task; if it raised (a bug outside the file's own guard), its file fails, marked internal."""
     try:
-        return fn(job, warehouse_dir, _registered)
+        return fn(job, warehouse_dir, registered)
     except Exception as exc:
         return raised_outcome(kind, job.path, exc)
+
+
+def in_pool_worker(fn: Callable[..., FileOutcome], kind: str, job: Any, warehouse_dir: str) -> FileOutcome:
+    """One task on a pool worker, with the worker's registered hashes (`guarded_task`)."""
+    return guarded_task(fn, kind, job, warehouse_dir, _registered)
 
 
 def failed_internally(kind: str, path: Path | str, exc: BaseException) -> FileOutcome:

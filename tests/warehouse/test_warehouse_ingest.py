@@ -47,6 +47,22 @@ def test_two_ranks_land_with_keys_inside_every_parquet_file(tmp_path):
     assert rows[1][:4] == (1, "distributedInfo", 11, 1)
 
 
+def test_every_partition_is_lz4_compressed(tmp_path):
+    """docs/warehouse.md says partitions are LZ4: every column chunk of every table's file is."""
+    import pyarrow.parquet as pq
+
+    two_ranks(tmp_path / "run_a")
+    ingest([tmp_path / "run_a"], tmp_path / "wh")
+    written = [p for p in (tmp_path / "wh" / "parquet").rglob("*.parquet") if p.name != "_empty.parquet"]
+    assert {p.parent.parent.parent.parent.name for p in written} >= {"events", "steps"}
+    codecs = set()
+    for path in written:
+        meta = pq.read_metadata(path)
+        for g in range(meta.num_row_groups):
+            codecs |= {meta.row_group(g).column(c).compression for c in range(meta.num_columns)}
+    assert codecs == {"LZ4"}
+
+
 def test_ingesting_twice_changes_nothing(tmp_path):
     two_ranks(tmp_path / "run_a")
     ingest([tmp_path / "run_a"], tmp_path / "wh")
