@@ -31,8 +31,8 @@ def write_partition(
     if missing:
         raise ValueError(f"parser output for {table} lacks columns {', '.join(missing)}")
     out = frame.select(
-        [pl.lit(value, dtype=columns[key]).alias(key) for key, value in keys.items()]
-        + [pl.col(c).cast(t) for c, t in columns.items() if c not in keys]
+        [pl.lit(value, dtype=_stored(columns[key])).alias(key) for key, value in keys.items()]
+        + [pl.col(c).cast(_stored(t)) for c, t in columns.items() if c not in keys]
     )
     relative = partition_file(
         table,
@@ -50,6 +50,16 @@ def write_partition(
     finally:
         tmp.unlink(missing_ok=True)
     return table, relative, out.height
+
+
+def _stored(dtype: pl.DataType) -> pl.DataType:
+    """The type a column is written as: text as Categorical, read back as VARCHAR all the same.
+
+    Parquet stores repeated text dictionary-encoded either way; from a Categorical column the
+    writer takes the dictionary as it is instead of hashing every value (a trace's events: 0.05 s
+    instead of 0.07 s for 197k rows on the dev VM, with the casts).
+    """
+    return pl.Categorical() if dtype == pl.String else dtype
 
 
 def write_all(

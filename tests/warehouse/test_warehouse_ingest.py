@@ -13,6 +13,7 @@ from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
 from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.pipeline.ingest.tasks import hash_file
+from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 from tracehouse.pipeline.warehouse import connect
 
 
@@ -61,6 +62,27 @@ def test_every_partition_is_lz4_compressed(tmp_path):
         for g in range(meta.num_row_groups):
             codecs |= {meta.row_group(g).column(c).compression for c in range(meta.num_columns)}
     assert codecs == {"LZ4"}
+
+
+def test_text_is_stored_as_dictionaries_and_read_as_varchar(tmp_path):
+    """Partitions hold text as dictionary columns written from Categorical ones (parquet._stored):
+    pyarrow sees dictionaries, DuckDB VARCHAR with the parser's values."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    traces = two_ranks(tmp_path / "run_a")
+    ingest([tmp_path / "run_a"], tmp_path / "wh")
+    wh = tmp_path / "wh"
+    partition = next(p for p in (wh / "parquet" / "events").rglob("*.parquet") if p.name != "_empty.parquet")
+    text = ("study", "run_id", "content_hash", "kind", "cat", "name", "pid", "tid")
+    stored = pq.read_schema(partition)
+    assert all(pa.types.is_dictionary(stored.field(name).type) for name in text)
+    with connect(wh, read_only=True) as c:
+        types = dict(c.sql("SELECT column_name, column_type FROM (DESCRIBE events)").fetchall())
+        assert {types[name] for name in text} == {"VARCHAR"}
+        names = c.sql("SELECT name FROM events WHERE rank = 0 ORDER BY ts_unix_ns, name").fetchall()
+    parsed = parse_trace(traces[0]).events.sort("ts_unix_ns", "name")["name"].to_list()
+    assert [name for (name,) in names] == parsed
 
 
 def test_ingesting_twice_changes_nothing(tmp_path):

@@ -9,7 +9,13 @@ from pathlib import Path
 from support.testdata import sample_runs, shared_path
 from tracehouse import ingest
 from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
-from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse, open_for_query
+from tracehouse.pipeline.warehouse import (
+    connect,
+    create_views,
+    create_warehouse,
+    open_for_query,
+    refresh_materialized,
+)
 
 
 def _kind(connection, name: str) -> str:
@@ -123,6 +129,21 @@ def test_an_ingest_recomputes_only_the_runs_whose_inputs_changed(tmp_path):
         )  # shared by all runs
     _ingest(warehouse, third)
     assert count_where(warehouse, "run_event_ranks", "n_ranks = -1") == 0
+
+
+def test_a_refresh_commits_into_the_file_not_the_log(tmp_path):
+    """The refresh's commit checkpoints (warehouse.transaction): its rows are in the DuckDB file,
+    not in a write-ahead log for the close to copy again, and DuckDB's threshold is as before."""
+    warehouse = tmp_path / "wh"
+    _ingest(warehouse, sample_runs()[0])
+    log = warehouse / "tracehouse.duckdb.wal"
+    with connect(warehouse) as c:
+        threshold = c.sql("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
+        c.execute("INSERT INTO comm_kernel_patterns VALUES ('%never_a_kernel%', 'test')")
+        assert log.exists() and log.stat().st_size > 0  # an ordinary commit goes to the log
+        assert refresh_materialized(c)  # the patterns changed: every run is recomputed
+        assert not log.exists() or log.stat().st_size == 0
+        assert c.sql("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0] == threshold
 
 
 def count_where(warehouse: Path, table: str, condition: str) -> int:
