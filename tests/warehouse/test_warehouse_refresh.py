@@ -131,6 +131,20 @@ def test_an_ingest_recomputes_only_the_runs_whose_inputs_changed(tmp_path):
     assert count_where(warehouse, "run_event_ranks", "n_ranks = -1") == 0
 
 
+def test_run_event_ranks_counts_the_ranks_that_have_events(tmp_path):
+    """run_event_ranks, counted from the catalog, equals the distinct ranks of the events."""
+    warehouse = tmp_path / "wh"
+    for run in sample_runs()[:2]:
+        _ingest(warehouse, run)
+    with connect(warehouse, read_only=True) as c:
+        stored = c.sql("SELECT study, run_id, n_ranks FROM run_event_ranks ORDER BY ALL").fetchall()
+        counted = c.sql(
+            "SELECT study, run_id, count(DISTINCT rank) FROM events GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+    assert len(counted) == 2 and max(n for *_, n in counted) >= 2
+    assert stored == counted
+
+
 def test_a_refresh_commits_into_the_file_not_the_log(tmp_path):
     """The refresh's commit checkpoints (warehouse.transaction): its rows are in the DuckDB file,
     not in a write-ahead log for the close to copy again, and DuckDB's threshold is as before."""
