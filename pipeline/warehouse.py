@@ -1,9 +1,9 @@
 """The warehouse directory: `tracehouse.duckdb` (catalog, small tables, views) plus Parquet partitions.
 
-Layout (every key column is also stored inside each Parquet file):
+Layout (the Parquet side: `partitions`):
 
     DIR/tracehouse.duckdb
-    DIR/parquet/<table>/_empty.parquet                     schema only, see `write_empty_partitions`
+    DIR/parquet/<table>/_empty.parquet                     schema only
     DIR/parquet/<table>/study=S/run_id=R/rank=N/<hash>.parquet    one file per rank trace
     DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet     one file per power log
 """
@@ -17,12 +17,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
 
 import duckdb
-import polars as pl
-from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.partitions import PARQUET_DIR, write_empty_partitions
 from tracehouse.pipeline.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
 from tracehouse.pipeline.sql_runner import (
     RAW_LAYER,
@@ -58,51 +56,11 @@ SELECT md5(concat_ws('|',
 """
 # A commit that writes the materialized tables checkpoints (see `transaction`): any log size.
 CHECKPOINT_AT_COMMIT = "0b"
-PARQUET_DIR = "parquet"
-EMPTY_NAME = "_empty.parquet"
-
-_TRACE_KEYS: dict[str, pl.DataType] = {**schema.RUN_KEYS, "content_hash": pl.String}
-_POWER_KEYS: dict[str, pl.DataType] = {"study": pl.String, "run_id": pl.String, "content_hash": pl.String}
-
-# Parquet folder name -> the full column list stored in its files (keys first).
-PARQUET_TABLES: dict[str, dict[str, pl.DataType]] = {
-    "events": {**_TRACE_KEYS, **schema.EVENTS},
-    "steps": {**_TRACE_KEYS, **schema.STEPS},
-    "collectives": {**_TRACE_KEYS, **schema.COLLECTIVES},
-    "threads": {**_TRACE_KEYS, **schema.THREADS},
-    "process_groups": {**_TRACE_KEYS, **schema.PROCESS_GROUPS},
-    "power_samples": {**_POWER_KEYS, **schema.POWER_SAMPLES},
-}
-TRACE_TABLES = ("events", "steps", "collectives", "threads", "process_groups")
 
 
 def db_path(warehouse_dir: Path) -> Path:
     """The DuckDB file of a warehouse directory."""
     return Path(warehouse_dir) / DB_NAME
-
-
-def partition_file(table: str, *, study: str, run_id: str, rank: int | None, content_hash: str) -> str:
-    """The Parquet file of one source file's rows of one table, relative to the warehouse."""
-    parts = [PARQUET_DIR, table, f"study={quote(study, safe='')}", f"run_id={quote(run_id, safe='')}"]
-    if rank is not None:
-        parts.append(f"rank={rank}")
-    return "/".join([*parts, f"{content_hash}.parquet"])
-
-
-def write_empty_partitions(warehouse_dir: Path) -> None:
-    """Write one schema-only Parquet file per table.
-
-    DuckDB's `read_parquet` fails when its glob matches no file, so a fresh warehouse's views
-    would be unusable; a zero-row file with the full schema keeps every glob non-empty and
-    fixes the column types even before the first ingest.
-    """
-    for table, columns in PARQUET_TABLES.items():
-        target = Path(warehouse_dir) / PARQUET_DIR / table / EMPTY_NAME
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(EMPTY_NAME + ".tmp")
-            schema.empty_frame(columns).write_parquet(tmp)
-            tmp.replace(target)
 
 
 def connect(
@@ -123,6 +81,11 @@ def connect(
         connection = _open_duckdb(path, read_only=read_only, wait_s=wait_s)
     except duckdb.Error as exc:
         raise open_error(warehouse_dir, exc, read_only=read_only) from exc
+    return _configured(connection, warehouse_dir)
+
+
+def _configured(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
+    """The connection, with the views' relative paths resolved against the warehouse directory."""
     connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
     # tracehouse reports its own progress; DuckDB's bar would draw over it (and into notebooks).
     connection.execute("SET enable_progress_bar = false")
@@ -170,28 +133,42 @@ def is_locked(exc: BaseException | None) -> bool:
 
 def create_warehouse(warehouse_dir: Path) -> Path:
     """Create (or complete) a warehouse directory with its raw tables and views; return its path."""
-    warehouse_dir = Path(warehouse_dir)
-    if warehouse_dir.exists() and not warehouse_dir.is_dir():
-        raise WarehouseError(f"{warehouse_dir}: exists and is not a directory")
+    warehouse_dir = make_warehouse_dir(warehouse_dir)
+    existed = db_path(warehouse_dir).exists()
     try:
-        _create_files(warehouse_dir)
-    except duckdb.IOException as exc:
-        if is_locked(exc):
+        write_empty_partitions(warehouse_dir)
+        # opened once, created if absent (a second open costs a checkpoint and 15 ms more)
+        connection = _open_duckdb(db_path(warehouse_dir), read_only=False, wait_s=0.0)
+    except duckdb.Error as exc:
+        if existed or is_locked(exc):
             raise open_error(warehouse_dir, exc, read_only=False) from exc
         raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {one_line(exc)}") from exc
     except OSError as exc:
-        reason = exc.strerror or one_line(exc)
-        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {reason}") from exc
-    with connect(warehouse_dir) as connection:
+        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {_reason(exc)}") from exc
+    with _configured(connection, warehouse_dir):
         create_raw_relations(connection)
     return warehouse_dir
 
 
-def _create_files(warehouse_dir: Path) -> None:
-    warehouse_dir.mkdir(parents=True, exist_ok=True)
-    write_empty_partitions(warehouse_dir)
-    if not db_path(warehouse_dir).exists():
-        duckdb.connect(str(db_path(warehouse_dir))).close()
+def make_warehouse_dir(warehouse_dir: Path) -> Path:
+    """The warehouse directory, created if absent (with its parents); WarehouseError if it cannot be."""
+    warehouse_dir = Path(warehouse_dir)
+    if warehouse_dir.exists() and not warehouse_dir.is_dir():
+        raise WarehouseError(f"{warehouse_dir}: exists and is not a directory")
+    try:
+        warehouse_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {_reason(exc)}") from exc
+    return warehouse_dir
+
+
+def is_new_warehouse(warehouse_dir: Path) -> bool:
+    """Whether the directory holds no catalog and no Parquet folder: nothing registered, no orphans."""
+    return not db_path(warehouse_dir).exists() and not (Path(warehouse_dir) / PARQUET_DIR).exists()
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or one_line(exc)
 
 
 def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) -> list[str]:

@@ -180,3 +180,17 @@ def test_the_ingest_entry_loads_no_heavy_library_before_the_pool_server_starts()
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "", f"importing the ingest entry loaded {loaded.stdout.strip()}"
+
+
+def test_the_pool_workers_preload_no_duckdb():
+    """A pool worker parses and writes Parquet, and never opens the catalog: what its server
+    preloads (engine.WORKER_PRELOAD) leaves DuckDB out (0.06 s of every pool's start)."""
+    from tracehouse.pipeline.ingest.engine import WORKER_PRELOAD
+
+    code = (
+        "import importlib, sys\n"
+        f"for name in {WORKER_PRELOAD!r}: importlib.import_module(name)\n"
+        "print(','.join(sorted(m for m in ('duckdb', 'polars') if m in sys.modules)))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "polars", f"the workers' preload loaded {loaded.stdout.strip()}"

@@ -17,7 +17,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError
-from tracehouse.pipeline.warehouse import EMPTY_NAME, PARQUET_DIR, connect, is_locked, transaction
+from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR
+from tracehouse.pipeline.warehouse import connect, is_locked, transaction
 
 LOCK_NAME = ".ingest.lock"
 # Present while the last ingest ended with every Parquet file it wrote registered or deleted.

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.common.errors import one_line
-from tracehouse.pipeline.warehouse import PARQUET_TABLES, partition_file
+from tracehouse.pipeline.partitions import PARQUET_TABLES, partition_file
 
 SHARED_HINT = " (the warehouse must be on a filesystem shared with the Dask workers)"
 

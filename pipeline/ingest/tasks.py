@@ -32,8 +32,8 @@ from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
 from tracehouse.pipeline.parsers.nccl_tests.result import NcclTestsResult
+from tracehouse.pipeline.partitions import TRACE_TABLES
 from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
-from tracehouse.pipeline.warehouse import TRACE_TABLES
 
 HASH_CHUNK = 1 << 20
 

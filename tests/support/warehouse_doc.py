@@ -152,7 +152,9 @@ DIR/.ingest.clean                                        the last ingest ended c
   Parquet folders.
 * A file whose content hash is registered is skipped: ingesting twice changes no rows.
 * Partitions are LZ4-compressed: faster to write and for DuckDB to read back than zstd, for
-  about 1.7x the bytes (an events partition: ~9 bytes per event).
+  about 1.7x the bytes (an events partition: ~9 bytes per event). Text columns are written as
+  dictionaries (from Polars Categorical columns, cheaper to write): DuckDB reads them as VARCHAR,
+  pyarrow as dictionary arrays and Polars as Categorical.
 * Without a `manifest.json`, a directory's traces form run `--run` (default: the directory
   name) of study `--study` (default: `default`); a manifest's study and run_id win.
 
@@ -259,8 +261,9 @@ def unit(column: str) -> str:
 def render() -> str:
     """The full text of docs/warehouse.md."""
     from tracehouse.pipeline import schema
+    from tracehouse.pipeline.partitions import PARQUET_TABLES
     from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
-    from tracehouse.pipeline.warehouse import PARQUET_TABLES, create_warehouse, open_for_query
+    from tracehouse.pipeline.warehouse import create_warehouse, open_for_query
 
     sql_files = {f.name: f for f in load_sql_files()}
     documented = {name for name, f in sql_files.items() if f.layer == RAW_LAYER} | INPUT_TABLES

@@ -7,7 +7,8 @@ import dataclasses
 from support.wh_helpers import CONTENT_TABLES, write_trace
 from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.manifest import RunManifest
-from tracehouse.pipeline.warehouse import PARQUET_TABLES, connect, create_warehouse, open_for_query
+from tracehouse.pipeline.partitions import PARQUET_TABLES
+from tracehouse.pipeline.warehouse import connect, create_warehouse, open_for_query
 
 VIEW_OF_FOLDER = {"collectives": "collectives_raw", "power_samples": "power_samples_raw"}
 
