@@ -67,7 +67,8 @@ def run_tasks(
     """Run the tasks on Dask: the client's cluster, else locally as `engine` says (`local_engine`).
 
     Yields outcomes in groups as they complete. An empty group means nothing completed for a
-    moment: the caller may register what it holds. `warn` gets one line about the run itself.
+    moment: the caller may register what it holds. On Dask (not in-process) the first group is
+    empty and comes as soon as the tasks are under way. `warn` gets one line about the run itself.
     """
     mode, workers = engine
     if client is not None:
@@ -223,6 +224,7 @@ def _in_background(
     helper = threading.Thread(target=run, name="tracehouse-ingest-tasks", daemon=True)
     helper.start()
     try:
+        yield []  # under way: the caller may do its own work before it waits for an outcome
         while (item := _next(completed)) is not None:
             if isinstance(item, BaseException):
                 raise item
@@ -262,6 +264,7 @@ def _on_client(
     [shared] = client.scatter([registered], broadcast=True)  # one object, not its items
     futures = {client.submit(fn, job, warehouse_dir, shared, pure=False): (fn, job) for fn, job in tasks}
     completed = as_completed(futures)
+    yield []  # submitted: the caller may do its own work before it waits for an outcome
     while not completed.is_empty():
         done = completed.next_batch(block=False)
         if not done:

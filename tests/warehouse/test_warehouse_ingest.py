@@ -12,7 +12,7 @@ from support.wh_helpers import BASE_NS, checksums, count, write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
 from tracehouse.pipeline.ingest.driver import ingest
-from tracehouse.pipeline.ingest.tasks import hash_file
+from tracehouse.pipeline.ingest.tasks import hash_file, load_trace
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 from tracehouse.pipeline.warehouse import connect
 
@@ -264,6 +264,57 @@ def test_an_ingest_that_stops_on_an_error_leaves_no_clean_mark(tmp_path, monkeyp
     with pytest.raises(RuntimeError, match="the refresh failed"):
         ingest([tmp_path / "run_b"], tmp_path / "wh")
     assert not mark.exists()  # so the next ingest lists the Parquet folders for orphans
+
+
+def test_into_a_new_warehouse_the_tasks_start_before_the_catalog_is_made(tmp_path, monkeypatch):
+    """New (no catalog, no Parquet folder): nothing can be registered yet, so the tasks start at
+    once; into an existing warehouse they start once its orphans are cleaned and its hashes read."""
+    import tracehouse.pipeline.ingest.load as load_module
+
+    catalog = tmp_path / "wh" / "tracehouse.duckdb"
+    seen: list[bool] = []
+
+    def noting_task(job, warehouse_dir, registered):
+        seen.append(catalog.exists())
+        return load_trace(job, warehouse_dir, registered)
+
+    monkeypatch.setattr(load_module, "load_trace", noting_task)  # one file: run in-process
+    write_trace(tmp_path / "run_a" / "r0.json", rank=0)
+    write_trace(tmp_path / "run_b" / "r0.json", rank=0, n_kernels=5)  # other content
+    first = ingest([tmp_path / "run_a"], tmp_path / "wh")
+    second = ingest([tmp_path / "run_b"], tmp_path / "wh")
+    assert (first.loaded, second.loaded, seen) == (1, 1, [False, True])
+    assert count(tmp_path / "wh", "events") == 18
+
+
+def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, monkeypatch):
+    """The catalog of a new warehouse fails while its tasks run: the ingest stops with that error,
+    no task is left running, and the next ingest deletes the partitions they wrote."""
+    import tracehouse.pipeline.ingest.load as load_module
+    from tracehouse.pipeline.common.errors import WarehouseError
+
+    two_ranks(tmp_path / "run_a")
+
+    def failing_catalog(warehouse_dir):
+        raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(load_module, "create_warehouse", failing_catalog)
+        with pytest.raises(WarehouseError, match="No space left"):
+            ingest([tmp_path / "run_a"], tmp_path / "wh")
+    wh = tmp_path / "wh"
+    written = sorted(p for p in (wh / "parquet").rglob("*.parquet") if p.name != "_empty.parquet")
+    assert written and not (wh / ".ingest.clean").exists()  # the tasks ran to the end; not marked clean
+    again = ingest([tmp_path / "run_a"], wh)
+    assert (again.loaded, again.failed) == (2, [])
+    with connect(wh, read_only=True) as c:
+        registered = {row[0] for row in c.sql("SELECT path FROM parquet_files").fetchall()}
+    kept = {
+        p.relative_to(wh).as_posix()
+        for p in (wh / "parquet").rglob("*.parquet")
+        if p.name != "_empty.parquet"
+    }
+    assert kept == registered and count(wh, "events") == 18
 
 
 def test_json_summary(tmp_path, capsys):
