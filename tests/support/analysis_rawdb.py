@@ -8,6 +8,7 @@ declare, seeds filled) and `refresh` reruns the materialized tables after the ra
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import duckdb
@@ -35,6 +36,7 @@ TRACES: dict[str, pl.DataType] = {
     "world_size": pl.Int32,
     "device_name": pl.String,
     "n_steps": pl.Int64,
+    "n_events": pl.Int64,
     "n_device_events": pl.Int64,
     "n_streamless_device_events": pl.Int64,
     "unknown_categories": pl.String,
@@ -162,7 +164,7 @@ def fill(
     }
     for table, rows_ in frames.items():
         register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
-    register(con, "traces", pl.DataFrame([{**defaults, **t} for t in traces], schema=TRACES))
+    register(con, "traces", pl.DataFrame(_traces(traces, events, defaults), schema=TRACES))
     man_defaults = {"study": study, "run_id": run_id, "dp": 1, "tp": 1, "pp": 1, "nodes": 1}
     register(
         con, "run_manifests", pl.DataFrame([{**man_defaults, **m} for m in manifests], schema=RUN_MANIFESTS)
@@ -174,6 +176,17 @@ def fill(
     )
     if _has_materialized(con):
         refresh(con)
+
+
+def _traces(traces: list[dict], events: list[dict], defaults: dict) -> list[dict]:
+    """The traces rows, each counting its events (n_events), plus one per rank that has events and
+    no row: an ingest registers every trace it stores events of."""
+    key = ("study", "run_id", "rank")
+    counts = Counter(tuple({**defaults, **e}[k] for k in key) for e in events)
+    rows = [{**defaults, **t} for t in traces]
+    listed = {tuple(row[k] for k in key) for row in rows}
+    rows += [dict(zip(key, k, strict=True)) | {"content_hash": "h"} for k in counts if k not in listed]
+    return [{"n_events": counts.get(tuple(row[k] for k in key), 0), **row} for row in rows]
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
