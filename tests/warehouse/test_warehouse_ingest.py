@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import polars as pl
@@ -296,6 +297,9 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
     two_ranks(tmp_path / "run_a")
 
     def failing_catalog(warehouse_dir):
+        deadline = time.monotonic() + 60
+        while not any((warehouse_dir / "parquet").rglob("*.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.01)  # fails once a task has written a partition
         raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: No space left on device")
 
     with monkeypatch.context() as patched:
@@ -304,7 +308,7 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
             ingest([tmp_path / "run_a"], tmp_path / "wh")
     wh = tmp_path / "wh"
     written = sorted(p for p in (wh / "parquet").rglob("*.parquet") if p.name != "_empty.parquet")
-    assert written and not (wh / ".ingest.clean").exists()  # the tasks ran to the end; not marked clean
+    assert written and not (wh / ".ingest.clean").exists()  # partitions nobody registered; not marked clean
     again = ingest([tmp_path / "run_a"], wh)
     assert (again.loaded, again.failed) == (2, [])
     with connect(wh, read_only=True) as c:
