@@ -1,11 +1,7 @@
 """The warehouse directory: `tracehouse.duckdb` (catalog, small tables, views) plus Parquet partitions.
 
-Layout (the Parquet side: `partitions`):
-
     DIR/tracehouse.duckdb
-    DIR/parquet/<table>/_empty.parquet                     schema only
-    DIR/parquet/<table>/study=S/run_id=R/rank=N/<hash>.parquet    one file per rank trace
-    DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet     one file per power log
+    DIR/parquet/...        the Parquet side, laid out as `partitions` says
 """
 
 from __future__ import annotations

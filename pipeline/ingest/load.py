@@ -11,10 +11,12 @@ transaction registered (an interrupted ingest) are deleted at the start of the n
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.discovery.jobs import Discovery
 from tracehouse.pipeline.ingest.catalog import (
     clean_orphans,
@@ -24,10 +26,12 @@ from tracehouse.pipeline.ingest.catalog import (
     register_run,
     registered_hashes,
 )
+from tracehouse.pipeline.ingest.engine import IN_PROCESS
 from tracehouse.pipeline.ingest.register import Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.runner import Task, run_tasks
 from tracehouse.pipeline.ingest.summary import IngestSummary
 from tracehouse.pipeline.ingest.tasks import FileOutcome, load_nccl_tests, load_power, load_trace
+from tracehouse.pipeline.partitions import PARQUET_DIR
 from tracehouse.pipeline.progress import Progress
 from tracehouse.pipeline.warehouse import (
     connect,
@@ -50,25 +54,31 @@ def load_all(
     """Create the warehouse if needed, then, holding its ingest lock, load every discovered file.
 
     Into a new warehouse (no catalog, no Parquet folder: nothing registered, no orphans to clean)
-    the tasks start first and the catalog is created while they run (0.1 s of a new warehouse
-    that the tasks would otherwise wait for).
+    the tasks start first, when they run elsewhere (a pool, threads, a cluster), and the catalog
+    is created while they run (0.1 s of a new warehouse that the tasks would otherwise wait for).
     """
     warehouse = make_warehouse_dir(warehouse_dir).absolute()
     summary.warehouse = str(warehouse)
     with ingest_lock(warehouse):
-        new = is_new_warehouse(warehouse)
         tasks: list[Task] = [
             *((load_trace, job) for job in found.traces),
             *((load_power, job) for job in found.power),
             *((load_nccl_tests, job) for job in found.nccl_tests),
         ]
+        new = is_new_warehouse(warehouse)
+        elsewhere = client is not None or engine[0] != IN_PROCESS
         # new: the tasks start now (none can be registered yet) and run while the catalog is made
         started = (
-            run_tasks(tasks, str(warehouse), frozenset(), **_on(client, engine, summary)) if new else None
+            run_tasks(tasks, str(warehouse), frozenset(), **_on(client, engine, summary))
+            if new and elsewhere
+            else None
         )
         early = next(started, []) if started is not None else []
         try:
-            create_warehouse(warehouse)
+            if started is None:
+                create_warehouse(warehouse)
+            elif not _created_beside(warehouse, started):
+                started, early = None, []
             batch = Batch(warehouse, summary, reporter, found.traces)
             registered = _catalog_phase(found, batch, reporter, len(tasks), clean=not new)
             groups = started or run_tasks(tasks, str(warehouse), registered, **_on(client, engine, summary))
@@ -77,6 +87,24 @@ def load_all(
             if started is not None:
                 started.close()  # on an error: no task starts any more, the running ones end
         mark_clean(warehouse)
+
+
+def _created_beside(warehouse: Path, started: Iterator[list[FileOutcome]]) -> bool:
+    """Create the catalog while the tasks run; False if the tasks had to be stopped to create it.
+
+    Creating the raw views reads every partition on disk, so one the tasks wrote that the driver
+    cannot read (a filesystem not shared as it should be) fails it. Nothing is registered yet:
+    the tasks stop, their partitions are deleted and the catalog is created alone; the caller runs
+    the tasks again, and each partition is checked as it is registered (`partition_problem`).
+    """
+    try:
+        create_warehouse(warehouse)
+        return True
+    except WarehouseError:
+        started.close()
+        shutil.rmtree(warehouse / PARQUET_DIR, ignore_errors=True)
+        create_warehouse(warehouse)
+        return False
 
 
 def _on(client: Any, engine: tuple[str, int], summary: IngestSummary) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""One source file's Parquet partitions: the worker writes them, the driver checks it sees them.
+"""One source file's Parquet partitions, as a worker writes them.
 
 Each partition is written under a temporary name and renamed into place, so a reader (or an
 interrupted ingest) never sees half a file. On a Dask cluster the workers write into the
-warehouse directory as they see it, so the driver checks each partition before registering it.
+warehouse directory as they see it, so the driver checks each partition before registering it
+(`catalog.partition_problem`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from tracehouse.pipeline.common.errors import one_line
 from tracehouse.pipeline.partitions import PARQUET_TABLES, partition_file
-
-SHARED_HINT = " (the warehouse must be on a filesystem shared with the Dask workers)"
 
 
 def write_partition(
@@ -82,18 +80,3 @@ def delete_partitions(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]
     """Delete written partitions, given as (table, path relative to the warehouse, rows)."""
     for _, relative, _ in files:
         (Path(warehouse_dir) / relative).unlink(missing_ok=True)
-
-
-def partition_problem(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]) -> str | None:
-    """Why the driver cannot register a worker's partitions (missing, or other row counts), or None."""
-    for _, relative, n_rows in files:
-        partition = f"the worker's Parquet partition {relative}"
-        try:  # the footer's row counts only; Polars, not pyarrow: the driver need not import Arrow
-            seen = pl.scan_parquet(Path(warehouse_dir) / relative).select(pl.len()).collect().item()
-        except FileNotFoundError:
-            return f"{partition} is not visible from the driver{SHARED_HINT}"
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            return f"{partition} is unreadable on the driver: {one_line(exc)}{SHARED_HINT}"
-        if seen != n_rows:
-            return f"{partition} has {seen} rows seen from the driver, the worker wrote {n_rows}{SHARED_HINT}"
-    return None

@@ -31,12 +31,12 @@ from tracehouse.pipeline.ingest.catalog import (
     catalog_phase,
     clear_errors,
     open_catalog,
+    partition_problem,
     rank_holder,
     record_error,
     register_file,
     unregister_trace,
 )
-from tracehouse.pipeline.ingest.parquet import partition_problem
 from tracehouse.pipeline.ingest.summary import IngestSummary
 from tracehouse.pipeline.ingest.tasks import NCCL_TESTS, FileOutcome, hash_file
 from tracehouse.pipeline.progress import Progress
@@ -150,7 +150,7 @@ class Batch:
             )
         elif outcome.status == "skipped" or outcome.content_hash in self.seen:
             self._skip(outcome)
-        elif (problem := partition_problem(self.warehouse_dir, outcome.files)) is not None:
+        elif (problem := partition_problem(self._connection, self.warehouse_dir, outcome.files)) is not None:
             self._discard(outcome)
             self.fail(outcome.path, outcome.content_hash, problem)
         elif outcome.kind == "trace":

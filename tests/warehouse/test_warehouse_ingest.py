@@ -268,38 +268,63 @@ def test_an_ingest_that_stops_on_an_error_leaves_no_clean_mark(tmp_path, monkeyp
 
 
 def test_into_a_new_warehouse_the_tasks_start_before_the_catalog_is_made(tmp_path, monkeypatch):
-    """New (no catalog, no Parquet folder): nothing can be registered yet, so the tasks start at
-    once; into an existing warehouse they start once its orphans are cleaned and its hashes read."""
+    """New (no catalog, no Parquet folder) and tasks run elsewhere (threads here): nothing can be
+    registered yet, so the tasks start at once; into an existing warehouse, or in-process, they
+    start once the catalog is made (its orphans cleaned and its hashes read)."""
+    import tracehouse.pipeline.ingest.driver as driver_module
     import tracehouse.pipeline.ingest.load as load_module
+    from tracehouse.pipeline.ingest.engine import IN_PROCESS, THREADS
 
-    catalog = tmp_path / "wh" / "tracehouse.duckdb"
-    seen: list[bool] = []
+    seen: list[bool] = []  # whether the catalog existed as each task started
+    real_create = load_module.create_warehouse
 
     def noting_task(job, warehouse_dir, registered):
-        seen.append(catalog.exists())
+        seen.append((Path(warehouse_dir) / "tracehouse.duckdb").exists())
         return load_trace(job, warehouse_dir, registered)
 
-    monkeypatch.setattr(load_module, "load_trace", noting_task)  # one file: run in-process
-    write_trace(tmp_path / "run_a" / "r0.json", rank=0)
-    write_trace(tmp_path / "run_b" / "r0.json", rank=0, n_kernels=5)  # other content
-    first = ingest([tmp_path / "run_a"], tmp_path / "wh")
-    second = ingest([tmp_path / "run_b"], tmp_path / "wh")
-    assert (first.loaded, second.loaded, seen) == (1, 1, [False, True])
-    assert count(tmp_path / "wh", "events") == 18
+    def create_after_a_task(warehouse_dir):  # so that "before" does not hang on timing
+        deadline = time.monotonic() + 30
+        new = not (Path(warehouse_dir) / "tracehouse.duckdb").exists()
+        while new and engine[0] == THREADS and not seen and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return real_create(warehouse_dir)
+
+    engine = (THREADS, 2)
+    monkeypatch.setattr(load_module, "load_trace", noting_task)
+    monkeypatch.setattr(load_module, "create_warehouse", create_after_a_task)
+    monkeypatch.setattr(driver_module, "local_engine", lambda sizes: engine)
+    first = ingest(two_ranks(tmp_path / "run_a"), tmp_path / "wh")
+    assert (first.loaded, seen[0]) == (2, False)
+    seen.clear()
+    other = [write_trace(tmp_path / "run_b" / f"r{r}.json", rank=r, n_kernels=6) for r in (0, 1)]
+    second = ingest(other, tmp_path / "wh")
+    assert (second.loaded, seen) == (2, [True, True])
+    seen.clear()
+    engine = (IN_PROCESS, 1)
+    third = ingest([write_trace(tmp_path / "run_c" / "r0.json", rank=0, n_kernels=6)], tmp_path / "new")
+    assert (third.loaded, seen) == (1, [True])
+    assert count(tmp_path / "wh", "events") == 18 + 26 and count(tmp_path / "new", "events") == 13
 
 
 def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, monkeypatch):
-    """The catalog of a new warehouse fails while its tasks run: the ingest stops with that error,
-    no task is left running, and the next ingest deletes the partitions they wrote."""
+    """The catalog of a new warehouse fails while its tasks run: it is tried once more alone (the
+    tasks stopped, their partitions deleted, as for a partition it cannot read), the ingest stops
+    with that error, and the next ingest loads every file, no orphan left."""
     import tracehouse.pipeline.ingest.load as load_module
     from tracehouse.pipeline.common.errors import WarehouseError
 
     two_ranks(tmp_path / "run_a")
+    calls = []
 
     def failing_catalog(warehouse_dir):
+        calls.append(warehouse_dir)
         deadline = time.monotonic() + 60
-        while not any((warehouse_dir / "parquet").rglob("*.parquet")) and time.monotonic() < deadline:
-            time.sleep(0.01)  # fails once a task has written a partition
+        while (
+            len(calls) == 1
+            and not any((warehouse_dir / "parquet").rglob("*.parquet"))
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)  # the first call fails once a task has written a partition
         raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: No space left on device")
 
     with monkeypatch.context() as patched:
@@ -307,8 +332,7 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
         with pytest.raises(WarehouseError, match="No space left"):
             ingest([tmp_path / "run_a"], tmp_path / "wh")
     wh = tmp_path / "wh"
-    written = sorted(p for p in (wh / "parquet").rglob("*.parquet") if p.name != "_empty.parquet")
-    assert written and not (wh / ".ingest.clean").exists()  # partitions nobody registered; not marked clean
+    assert len(calls) == 2 and not (wh / ".ingest.clean").exists()  # not marked clean
     again = ingest([tmp_path / "run_a"], wh)
     assert (again.loaded, again.failed) == (2, [])
     with connect(wh, read_only=True) as c:

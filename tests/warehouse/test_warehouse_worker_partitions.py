@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import polars as pl
+import tracehouse.pipeline.ingest.driver as driver_module
 import tracehouse.pipeline.ingest.load as load_module
 from support.wh_helpers import count, write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.ingest.driver import ingest
+from tracehouse.pipeline.ingest.engine import THREADS
 from tracehouse.pipeline.ingest.tasks import hash_file
 
 SHARED = "(the warehouse must be on a filesystem shared with the Dask workers)"
 
 
-def worker_disk(monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = None) -> None:
+def worker_disk(
+    monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = None, events_bytes: bytes | None = None
+) -> None:
     """Trace tasks behave as on a worker with its own disk: the driver does not see what they write.
 
-    keep_events_rows: instead, the driver sees an events partition holding only this many rows.
+    keep_events_rows: instead, the driver sees an events partition holding only this many rows;
+    events_bytes: instead, it sees these bytes in the events partition.
     """
     real = load_module.load_trace
 
@@ -26,7 +32,10 @@ def worker_disk(monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = 
         outcome = real(job, warehouse_dir, registered)
         for table, relative, _ in outcome.files:
             source = Path(warehouse_dir) / relative
-            if keep_events_rows is None:
+            if events_bytes is not None:
+                if table == "events":
+                    source.write_bytes(events_bytes)
+            elif keep_events_rows is None:
                 (elsewhere / relative).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(source, elsewhere / relative)
             elif table == "events":
@@ -76,4 +85,41 @@ def test_a_partition_with_other_rows_than_the_worker_wrote_fails_the_file(tmp_pa
         f"the worker wrote 7 {SHARED}",
     )
     assert [path for path, _ in sorted(summary.failed)] == [str(trace), str(other)]
+    assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
+
+
+def test_a_partition_the_driver_cannot_read_fails_the_file_naming_it(tmp_path, monkeypatch):
+    trace = write_trace(tmp_path / "run" / "r0.json", rank=0)
+    worker_disk(monkeypatch, tmp_path / "worker-disk", events_bytes=b"PAR1 cut short")
+    summary = ingest([trace], tmp_path / "wh")
+    events = f"parquet/events/study=default/run_id=run/rank=0/{hash_file(trace)[1]}.parquet"
+    [(path, reason)] = summary.failed
+    assert path == str(trace)
+    assert reason.startswith(f"the worker's Parquet partition {events} is unreadable on the driver: ")
+    assert reason.endswith(SHARED) and "\n" not in reason
+    assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
+
+
+def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_file(tmp_path, monkeypatch):
+    """In a new warehouse the tasks (on threads here) run while the catalog is made, and making it
+    reads every partition on disk: one unreadable there stops the tasks, the catalog is made
+    alone and the tasks run again, the file failing at its registration as above."""
+    traces = [write_trace(tmp_path / "run" / f"r{rank}.json", rank=rank, world_size=2) for rank in (0, 1)]
+    worker_disk(monkeypatch, tmp_path / "worker-disk", events_bytes=b"PAR1 cut short")
+    real_create = load_module.create_warehouse
+    calls = []
+
+    def create_after_a_partition(warehouse):  # the tasks' first partition is on disk first
+        calls.append(warehouse)
+        deadline = time.monotonic() + 30
+        while len(calls) == 1 and not partitions(warehouse) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return real_create(warehouse)
+
+    monkeypatch.setattr(load_module, "create_warehouse", create_after_a_partition)
+    monkeypatch.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))
+    summary = ingest(traces, tmp_path / "wh")
+    assert len(calls) == 2, "the catalog was made once: the tasks did not run while it was made"
+    assert sorted(path for path, _ in summary.failed) == sorted(map(str, traces))
+    assert all("is unreadable on the driver: " in reason for _, reason in summary.failed)
     assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
