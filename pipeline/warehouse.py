@@ -1,5 +1,7 @@
 """The warehouse directory: `tracehouse.duckdb` (catalog, small tables, views) plus Parquet partitions.
 
+Layout:
+
     DIR/tracehouse.duckdb
     DIR/parquet/...        the Parquet side, laid out as `partitions` says
 """
