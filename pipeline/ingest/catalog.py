@@ -118,7 +118,7 @@ def partition_problem(
             return f"the worker's Parquet partition {relative} is not visible from the driver{SHARED_HINT}"
     try:
         seen = _footer_rows(connection, list(expected))
-    except duckdb.Error:  # which one: each alone
+    except duckdb.Error as together:  # which one: each alone
         for relative in expected:
             try:
                 _footer_rows(connection, [relative])
@@ -127,7 +127,8 @@ def partition_problem(
                     f"the worker's Parquet partition {relative} is unreadable on the driver: "
                     f"{one_line(exc)}{SHARED_HINT}"
                 )
-        raise
+        reason = one_line(together)
+        return f"the worker's Parquet partitions are unreadable on the driver: {reason}{SHARED_HINT}"
     for relative, n_rows in expected.items():
         if seen.get(relative) != n_rows:
             return (
