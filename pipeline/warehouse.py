@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import duckdb
@@ -234,7 +234,8 @@ def transaction(connection: duckdb.DuckDBPyConnection, *, checkpoint: bool = Fal
         else:
             connection.execute("COMMIT")
     except BaseException:
-        connection.execute("ROLLBACK")
+        with suppress(duckdb.Error):  # (a COMMIT that failed may have ended it already)
+            connection.execute("ROLLBACK")
         raise
 
 
@@ -246,7 +247,7 @@ def _checkpoint_threshold(connection: duckdb.DuckDBPyConnection, threshold: str)
     try:
         yield
     finally:
-        connection.execute("SET checkpoint_threshold = ?", [before])
+        connection.execute(f"SET checkpoint_threshold = '{before}'")
 
 
 def inputs_stamp(connection: duckdb.DuckDBPyConnection) -> str:

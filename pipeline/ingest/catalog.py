@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,14 +115,14 @@ def partition_problem(
     if not expected:  # DuckDB's metadata function refuses an empty list
         return None
     for relative in expected:
-        if not (Path(warehouse_dir) / relative).is_file():
+        if not os.path.isfile(Path(warehouse_dir) / relative):  # (False on any OSError: EACCES, ESTALE)
             return f"the worker's Parquet partition {relative} is not visible from the driver{SHARED_HINT}"
     try:
-        seen = _footer_rows(connection, list(expected))
+        seen = _footer_rows(connection, warehouse_dir, list(expected))
     except duckdb.Error as together:  # which one: each alone
         for relative in expected:
             try:
-                _footer_rows(connection, [relative])
+                _footer_rows(connection, warehouse_dir, [relative])
             except duckdb.Error as exc:
                 return (
                     f"the worker's Parquet partition {relative} is unreadable on the driver: "
@@ -130,19 +131,32 @@ def partition_problem(
         reason = one_line(together)
         return f"the worker's Parquet partitions are unreadable on the driver: {reason}{SHARED_HINT}"
     for relative, n_rows in expected.items():
-        if seen.get(relative) != n_rows:
+        if relative not in seen:
             return (
-                f"the worker's Parquet partition {relative} has {seen.get(relative)} rows seen from the "
+                f"the worker's Parquet partition {relative} is read from the driver's current directory, "
+                "which holds a file of that name; run the ingest from another directory"
+            )
+        if seen[relative] != n_rows:
+            return (
+                f"the worker's Parquet partition {relative} has {seen[relative]} rows seen from the "
                 f"driver, the worker wrote {n_rows}{SHARED_HINT}"
             )
     return None
 
 
-def _footer_rows(connection: duckdb.DuckDBPyConnection, relatives: list[str]) -> dict[str, int]:
-    """Rows of Parquet files (paths relative to the warehouse, as the views read them), from their footers."""
+def _footer_rows(
+    connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, relatives: list[str]
+) -> dict[str, int]:
+    """Rows of Parquet files given relative to the warehouse (as the views read them), from their footers.
+
+    Relative, because DuckDB expands glob characters in an absolute path; but it looks for a
+    relative path in the current directory first, so each file DuckDB names is matched by its
+    real path: a file of the current directory's never passes for the warehouse's.
+    """
     rows = connection.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [relatives])
-    by_name = dict(rows.fetchall())  # DuckDB names each file with the search path before it
-    return {r: n for r in relatives for name, n in by_name.items() if name.endswith("/" + r) or name == r}
+    by_path = {os.path.realpath(name): n for name, n in rows.fetchall()}
+    base = Path(warehouse_dir)
+    return {r: by_path[p] for r in relatives if (p := os.path.realpath(base / r)) in by_path}
 
 
 def clear_errors(connection: duckdb.DuckDBPyConnection, path: str) -> None:

@@ -90,7 +90,7 @@ def local_engine(json_sizes: list[int], cores: int | None = None) -> tuple[str, 
 
     One file, or one core: in-process. Else threads or a process pool on every core, whichever
     the estimated work (TASK_JSON_BYTES_PER_S, TASK_FIXED_S) says finishes first; threads where
-    the platform has no forkserver (Windows).
+    the platform has no forkserver.
     """
     workers = min(cores or os.cpu_count() or 1, len(json_sizes))
     if workers < 2:

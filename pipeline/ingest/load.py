@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.discovery.jobs import Discovery
 from tracehouse.pipeline.ingest.catalog import (
+    CLEAN_NAME,
+    catalog_phase,
     clean_orphans,
     coverage_warnings,
     ingest_lock,
@@ -27,14 +29,13 @@ from tracehouse.pipeline.ingest.catalog import (
     registered_hashes,
 )
 from tracehouse.pipeline.ingest.engine import IN_PROCESS
-from tracehouse.pipeline.ingest.register import Batch, Registrar, manifest_row
+from tracehouse.pipeline.ingest.register import BUSY_WAIT_S, Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.runner import Task, run_tasks
 from tracehouse.pipeline.ingest.summary import IngestSummary
 from tracehouse.pipeline.ingest.tasks import FileOutcome, load_nccl_tests, load_power, load_trace
 from tracehouse.pipeline.partitions import PARQUET_DIR
 from tracehouse.pipeline.progress import Progress
 from tracehouse.pipeline.warehouse import (
-    connect,
     create_views,
     create_warehouse,
     is_new_warehouse,
@@ -54,8 +55,8 @@ def load_all(
     """Create the warehouse if needed, then, holding its ingest lock, load every discovered file.
 
     Into a new warehouse (no catalog, no Parquet folder: nothing registered, no orphans to clean)
-    the tasks start first, when they run elsewhere (a pool, threads, a cluster), and the catalog
-    is created while they run (0.1 s of a new warehouse that the tasks would otherwise wait for).
+    local tasks on a pool or threads start first and the catalog is created while they run (0.1 s
+    of a new warehouse that the tasks would otherwise wait for).
     """
     warehouse = make_warehouse_dir(warehouse_dir).absolute()
     summary.warehouse = str(warehouse)
@@ -66,34 +67,37 @@ def load_all(
             *((load_nccl_tests, job) for job in found.nccl_tests),
         ]
         new = is_new_warehouse(warehouse)
-        elsewhere = client is not None or engine[0] != IN_PROCESS
-        # new: the tasks start now (none can be registered yet) and run while the catalog is made
-        started = (
-            run_tasks(tasks, str(warehouse), frozenset(), **_on(client, engine, summary))
-            if new and elsewhere
-            else None
-        )
-        early = next(started, []) if started is not None else []
+        if new:  # a mark left in a folder emptied by hand would spare the next ingest its cleaning
+            (warehouse / CLEAN_NAME).unlink(missing_ok=True)
+        # new, local tasks on other threads or processes: they start now (none can be registered
+        # yet) and run while the catalog is made; stopping them waits for the running ones
+        early = new and client is None and engine[0] != IN_PROCESS
+        groups, first = None, []
+        if early:
+            groups = run_tasks(tasks, str(warehouse), frozenset(), **_on(client, engine, summary))
         try:
-            if started is None:
+            if groups is None:
                 create_warehouse(warehouse)
-            elif not _created_beside(warehouse, started):
-                started, early = None, []
+            else:
+                first = next(groups, [])  # as soon as they are under way (usually empty)
+                if not _created_beside(warehouse, groups):
+                    groups, first = None, []
             batch = Batch(warehouse, summary, reporter, found.traces)
             registered = _catalog_phase(found, batch, reporter, len(tasks), clean=not new)
-            groups = started or run_tasks(tasks, str(warehouse), registered, **_on(client, engine, summary))
-            _register(itertools.chain([early], groups), batch, reporter, summary)
+            if groups is None:
+                groups = run_tasks(tasks, str(warehouse), registered, **_on(client, engine, summary))
+            _register(itertools.chain([first], groups), batch, reporter, summary)
         finally:
-            if started is not None:
-                started.close()  # on an error: no task starts any more, the running ones end
+            if groups is not None:
+                groups.close()  # on an error: no task starts any more, the running ones end
         mark_clean(warehouse)
 
 
-def _created_beside(warehouse: Path, started: Iterator[list[FileOutcome]]) -> bool:
+def _created_beside(warehouse: Path, started: Generator[list[FileOutcome], None, None]) -> bool:
     """Create the catalog while the tasks run; False if the tasks had to be stopped to create it.
 
     Creating the raw views reads every partition on disk, so one the tasks wrote that the driver
-    cannot read (a filesystem not shared as it should be) fails it. Nothing is registered yet:
+    cannot read (a failing disk, say) fails it. Nothing is registered yet:
     the tasks stop, their partitions are deleted and the catalog is created alone; the caller runs
     the tasks again, and each partition is checked as it is registered (`partition_problem`).
     """
@@ -116,7 +120,8 @@ def _catalog_phase(
     found: Discovery, batch: Batch, reporter: Progress, n_tasks: int, *, clean: bool
 ) -> frozenset[str]:
     """Clean up after an interrupted ingest (unless new), register the runs; return the registered hashes."""
-    with connect(batch.warehouse_dir) as connection, batch.phase(connection):
+    # (waits for readers: one may have opened a new catalog as soon as it was made)
+    with catalog_phase(batch.warehouse_dir, wait_s=BUSY_WAIT_S) as connection, batch.phase(connection):
         if clean:
             clean_orphans(connection, batch.warehouse_dir)
         for source in found.runs:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import dask
 import dask.threaded
 from dask.callbacks import Callback
 from dask.local import get_sync
+from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
 from tracehouse.pipeline.ingest.engine import IN_PROCESS, PROCESSES, THREADS, pool_context
 from tracehouse.pipeline.ingest.tasks import (
     NCCL_TESTS,
@@ -23,25 +24,18 @@ from tracehouse.pipeline.ingest.tasks import (
     failed_internally,
     guarded_task,
     in_pool_worker,
-    load_nccl_tests,
-    load_power,
-    load_trace,
     prepare_worker,
     raised_outcome,
     tracehouse_settings,
 )
 
 Task = tuple[Callable[..., FileOutcome], Any]
-KIND_OF_TASK: dict[Callable[..., FileOutcome], str] = {
-    load_trace: "trace",
-    load_power: "power",
-    load_nccl_tests: NCCL_TESTS,
-}
+KIND_OF_JOB: dict[type, str] = {TraceJob: "trace", PowerJob: "power", NcclTestsJob: NCCL_TESTS}
 
 
-def kind_of(fn: Callable[..., FileOutcome]) -> str:
-    """A task function's kind; one that wraps load_trace (a test's) counts as a trace task."""
-    return KIND_OF_TASK.get(fn, "trace")
+def kind_of(job: Any) -> str:
+    """The kind of file a task's job reads (what its outcome says when the task fails)."""
+    return KIND_OF_JOB[type(job)]
 
 
 POLL_S = 0.05  # how often the driver looks for completed tasks
@@ -63,12 +57,12 @@ def run_tasks(
     client: Any,
     engine: tuple[str, int] = (IN_PROCESS, 1),
     warn: Callable[[str], None] = lambda line: None,
-) -> Iterator[list[FileOutcome]]:
+) -> Generator[list[FileOutcome], None, None]:
     """Run the tasks on Dask: the client's cluster, else locally as `engine` says (`local_engine`).
 
     Yields outcomes in groups as they complete. An empty group means nothing completed for a
-    moment: the caller may register what it holds. On Dask (not in-process) the first group is
-    empty and comes as soon as the tasks are under way. `warn` gets one line about the run itself.
+    moment: the caller may register what it holds. Except in-process, the first group is empty
+    and comes as soon as the tasks are under way. `warn` gets one line about the run itself.
     """
     mode, workers = engine
     if client is not None:
@@ -124,8 +118,8 @@ def _on_processes(
         return
     for task in unfinished:
         if (yield from _pool_round([task], warehouse_dir, registered, 1)):
-            fn, job = task
-            yield [failed_internally(kind_of(fn), job.path, RuntimeError(WORKER_DIED))]
+            _, job = task
+            yield [failed_internally(kind_of(job), job.path, RuntimeError(WORKER_DIED))]
 
 
 def _pool_round(
@@ -139,7 +133,7 @@ def _pool_round(
     stop = threading.Event()
     executor = _new_pool(workers, registered)
     graph = [
-        dask.delayed(in_pool_worker, pure=False)(fn, kind_of(fn), job, warehouse_dir) for fn, job in tasks
+        dask.delayed(in_pool_worker, pure=False)(fn, kind_of(job), job, warehouse_dir) for fn, job in tasks
     ]
     task_of = {item.key: task for item, task in zip(graph, tasks, strict=True)}
     completed: set[Any] = set()
@@ -253,7 +247,7 @@ def _unless_stopped(
     registered: frozenset[str],
 ) -> FileOutcome | None:
     """One task (`guarded_task`), unless the ingest stopped before it started."""
-    return None if stop.is_set() else guarded_task(fn, kind_of(fn), job, warehouse_dir, registered)
+    return None if stop.is_set() else guarded_task(fn, kind_of(job), job, warehouse_dir, registered)
 
 
 def _on_client(
@@ -262,19 +256,22 @@ def _on_client(
     from distributed import as_completed
 
     [shared] = client.scatter([registered], broadcast=True)  # one object, not its items
-    futures = {client.submit(fn, job, warehouse_dir, shared, pure=False): (fn, job) for fn, job in tasks}
+    futures = {client.submit(fn, job, warehouse_dir, shared, pure=False): job for fn, job in tasks}
     completed = as_completed(futures)
-    yield []  # submitted: the caller may do its own work before it waits for an outcome
-    while not completed.is_empty():
-        done = completed.next_batch(block=False)
-        if not done:
-            time.sleep(POLL_S)
-        yield [_outcome(future, *futures[future]) for future in done]
+    try:
+        yield []  # submitted: the caller may do its own work before it waits for an outcome
+        while not completed.is_empty():
+            done = completed.next_batch(block=False)
+            if not done:
+                time.sleep(POLL_S)
+            yield [_outcome(future, futures[future]) for future in done]
+    finally:  # the caller stopped early: the tasks not started never start (a running one ends on its worker)
+        client.cancel([future for future in futures if not future.done()])
 
 
-def _outcome(future: Any, fn: Callable[..., FileOutcome], job: Any) -> FileOutcome:
+def _outcome(future: Any, job: Any) -> FileOutcome:
     """A completed task's outcome; a task that raised (a worker died, a bug) fails its file only."""
     try:
         return future.result()
     except Exception as exc:
-        return raised_outcome(kind_of(fn), job.path, exc)
+        return raised_outcome(kind_of(job), job.path, exc)

@@ -310,10 +310,14 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
     """The catalog of a new warehouse fails while its tasks run: it is tried once more alone (the
     tasks stopped, their partitions deleted, as for a partition it cannot read), the ingest stops
     with that error, and the next ingest loads every file, no orphan left."""
+    import tracehouse.pipeline.ingest.driver as driver_module
     import tracehouse.pipeline.ingest.load as load_module
     from tracehouse.pipeline.common.errors import WarehouseError
+    from tracehouse.pipeline.ingest.engine import THREADS
 
     two_ranks(tmp_path / "run_a")
+    (tmp_path / "wh").mkdir()
+    (tmp_path / "wh" / ".ingest.clean").touch()  # left by a warehouse whose files were deleted by hand
     calls = []
 
     def failing_catalog(warehouse_dir):
@@ -329,6 +333,7 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
 
     with monkeypatch.context() as patched:
         patched.setattr(load_module, "create_warehouse", failing_catalog)
+        patched.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))  # whatever the CPUs
         with pytest.raises(WarehouseError, match="No space left"):
             ingest([tmp_path / "run_a"], tmp_path / "wh")
     wh = tmp_path / "wh"

@@ -93,3 +93,33 @@ def test_a_second_ingest_meanwhile_is_one_busy_line_and_harms_nothing(tmp_path, 
     assert finished(proc)[0] == 0
     ingest([run], tmp_path / "clean")
     assert checksums(wh) == checksums(tmp_path / "clean")
+
+
+def test_a_reader_that_opens_a_new_catalog_at_once_is_waited_for(tmp_path, monkeypatch):
+    """Into a new warehouse the tasks run while the catalog is made: a reader may open it between
+    its creation and the ingest's first catalog phase, which then waits instead of failing."""
+    import tracehouse.pipeline.ingest.driver as driver_module
+    import tracehouse.pipeline.ingest.load as load_module
+    from tracehouse.pipeline.ingest.engine import THREADS
+
+    real_create = load_module.create_warehouse
+    readers: list[subprocess.Popen] = []
+
+    def create_then_read(warehouse_dir):
+        real_create(warehouse_dir)
+        code = (
+            "import sys, time, duckdb; c = duckdb.connect(sys.argv[1], read_only=True); "
+            "print('ready', flush=True); time.sleep(1.0)"
+        )
+        db = str(Path(warehouse_dir) / "tracehouse.duckdb")
+        readers.append(subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, text=True))
+        assert readers[-1].stdout.readline() == "ready\n"
+
+    monkeypatch.setattr(load_module, "create_warehouse", create_then_read)
+    monkeypatch.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))
+    run = tmp_path / "run"
+    for rank in range(2):
+        write_trace(run / f"r{rank}.json", rank=rank, world_size=2)
+    summary = ingest([run], tmp_path / "wh")
+    assert len(readers) == 1 and readers[0].wait(timeout=30) == 0
+    assert (summary.loaded, summary.failed) == (2, [])

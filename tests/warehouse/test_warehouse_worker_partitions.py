@@ -19,12 +19,18 @@ SHARED = "(the warehouse must be on a filesystem shared with the Dask workers)"
 
 
 def worker_disk(
-    monkeypatch, elsewhere: Path, *, keep_events_rows: int | None = None, events_bytes: bytes | None = None
+    monkeypatch,
+    elsewhere: Path,
+    *,
+    keep_events_rows: int | None = None,
+    events_bytes: bytes | None = None,
+    decoy: Path | None = None,
 ) -> None:
     """Trace tasks behave as on a worker with its own disk: the driver does not see what they write.
 
     keep_events_rows: instead, the driver sees an events partition holding only this many rows;
-    events_bytes: instead, it sees these bytes in the events partition.
+    events_bytes: instead, it sees these bytes in the events partition (put there whole), and
+    a folder `decoy`, if given, gets the partition as written at the same relative path.
     """
     real = load_module.load_trace
 
@@ -34,7 +40,11 @@ def worker_disk(
             source = Path(warehouse_dir) / relative
             if events_bytes is not None:
                 if table == "events":
-                    source.write_bytes(events_bytes)
+                    if decoy is not None:
+                        (decoy / relative).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy(source, decoy / relative)
+                    source.with_suffix(".tmp").write_bytes(events_bytes)
+                    source.with_suffix(".tmp").replace(source)
             elif keep_events_rows is None:
                 (elsewhere / relative).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(source, elsewhere / relative)
@@ -109,12 +119,16 @@ def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_
     real_create = load_module.create_warehouse
     calls = []
 
-    def create_after_a_partition(warehouse):  # the tasks' first partition is on disk first
+    def create_after_a_partition(warehouse):  # a task's unreadable partition is on disk first
         calls.append(warehouse)
         deadline = time.monotonic() + 30
-        while len(calls) == 1 and not partitions(warehouse) and time.monotonic() < deadline:
+        while len(calls) == 1 and not unreadable(warehouse) and time.monotonic() < deadline:
             time.sleep(0.005)
         return real_create(warehouse)
+
+    def unreadable(warehouse: Path) -> bool:
+        events = (p for p in partitions(warehouse) if p.parts[-5] == "events")
+        return any(p.read_bytes() == b"PAR1 cut short" for p in events)
 
     monkeypatch.setattr(load_module, "create_warehouse", create_after_a_partition)
     monkeypatch.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))
@@ -122,4 +136,24 @@ def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_
     assert len(calls) == 2, "the catalog was made once: the tasks did not run while it was made"
     assert sorted(path for path, _ in summary.failed) == sorted(map(str, traces))
     assert all("is unreadable on the driver: " in reason for _, reason in summary.failed)
+    assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
+
+
+def test_a_partition_read_from_the_current_directory_instead_fails_the_file(tmp_path, monkeypatch):
+    """DuckDB looks for a relative path in the current directory first: a good copy there of the
+    warehouse's unreadable partition is not taken for it."""
+    trace = write_trace(tmp_path / "run" / "r0.json", rank=0)
+    worker_disk(monkeypatch, tmp_path / "worker-disk", events_bytes=b"PAR1 cut short", decoy=tmp_path / "cwd")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    summary = ingest([trace], tmp_path / "wh")
+    events = f"parquet/events/study=default/run_id=run/rank=0/{hash_file(trace)[1]}.parquet"
+    assert (tmp_path / "cwd" / events).is_file()
+    assert summary.failed == [
+        (
+            str(trace),
+            f"the worker's Parquet partition {events} is read from the driver's current directory, "
+            "which holds a file of that name; run the ingest from another directory",
+        )
+    ]
     assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
