@@ -151,6 +151,11 @@ def create_warehouse(warehouse_dir: Path) -> Path:
 def make_warehouse_dir(warehouse_dir: Path) -> Path:
     """The warehouse directory, created if absent (with its parents); WarehouseError if it cannot be."""
     warehouse_dir = Path(warehouse_dir)
+    if "," in str(warehouse_dir.resolve()):  # the views find their Parquet through file_search_path
+        raise WarehouseError(
+            f"{warehouse_dir}: cannot create the warehouse: its path has a comma, which DuckDB's "
+            "file_search_path takes for a separator; choose another folder"
+        )
     if warehouse_dir.exists() and not warehouse_dir.is_dir():
         raise WarehouseError(f"{warehouse_dir}: exists and is not a directory")
     try:

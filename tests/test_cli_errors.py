@@ -25,6 +25,17 @@ def test_a_warehouse_under_a_file_cannot_be_created_in_one_line(tmp_path, capsys
     assert err == f"tracehouse ingest: error: {target}: cannot create the warehouse: Not a directory\n"
 
 
+def test_a_warehouse_whose_path_has_a_comma_is_refused_in_one_line(tmp_path, capsys) -> None:
+    target = tmp_path / "a,b" / "wh"
+    code = main(["ingest", RUN, "--warehouse", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "a,b").exists()
+    assert err == (
+        f"tracehouse ingest: error: {target}: cannot create the warehouse: its path has a comma, which "
+        "DuckDB's file_search_path takes for a separator; choose another folder\n"
+    )
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def test_a_warehouse_in_proc_cannot_be_created_in_one_line(capsys) -> None:
     code = main(["ingest", RUN, "--warehouse", "/proc/nope"])

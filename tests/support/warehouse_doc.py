@@ -139,6 +139,7 @@ DIR/.ingest.clean                                        the last ingest ended c
   people and tools, and the views read with `hive_partitioning = false`.
 * The views read `parquet/<table>/**/*.parquet` relative to the warehouse directory (DuckDB's
   `file_search_path` is set to it; the `duckdb` shell started in the directory works as is).
+  That setting takes a comma for a separator, so a warehouse path with a comma is refused.
   DuckDB fails on a glob that matches no file, so each table folder holds `_empty.parquet`, a
   zero-row file with the full schema, written when the warehouse is created.
 * A file's Parquet is written to a temporary name and renamed into place by the worker; the
