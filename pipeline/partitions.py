@@ -13,6 +13,8 @@ worker process starts 0.06 s sooner without; `warehouse` holds the DuckDB side).
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -43,6 +45,17 @@ def partition_file(table: str, *, study: str, run_id: str, rank: int | None, con
     if rank is not None:
         parts.append(f"rank={rank}")
     return "/".join([*parts, f"{content_hash}.parquet"])
+
+
+def duckdb_file(warehouse_dir: Path | str, relative: str) -> str:
+    """A warehouse file's path as DuckDB reads that one file: absolute, glob characters escaped.
+
+    Relative, DuckDB would look for it in the current directory first (a file of that name
+    there would be read instead); absolute and unescaped, it would expand it as a glob
+    (`wh[1]/...` read `wh1/...`).
+    """
+    absolute = os.path.join(os.path.abspath(warehouse_dir), relative)
+    return re.sub(r"[\[*?]", lambda char: f"[{char[0]}]", absolute)
 
 
 def write_empty_partitions(warehouse_dir: Path) -> None:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.partitions import EMPTY_NAME, duckdb_file
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, dependency_order
 
 RunKey = tuple[str, str]  # study, run_id
@@ -146,8 +147,11 @@ def _shadow_raw(
                 [folder.split("/", 1)[1]],
             ).fetchall()
         ]
-        # the schema-only file keeps the list non-empty and the column types fixed
-        listed = ", ".join(_literal(p) for p in [f"{folder}/_empty.parquet", *paths])
+        # the schema-only file keeps the list non-empty and the column types fixed; each path
+        # named as one file under the directory the views' globs are relative to
+        base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
+        files = [f"{folder}/{EMPTY_NAME}", *paths]
+        listed = ", ".join(_literal(duckdb_file(base, p)) for p in files)
         text = f.text[: glob.start()] + f"read_parquet([{listed}]" + f.text[glob.end() :]
         header = f"CREATE OR REPLACE VIEW {f.name} AS"
         if header not in text:

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR
+from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, duckdb_file
 from tracehouse.pipeline.warehouse import connect, is_locked, transaction
 
 LOCK_NAME = ".ingest.lock"
@@ -131,14 +131,9 @@ def partition_problem(
         reason = one_line(together)
         return f"the worker's Parquet partitions are unreadable on the driver: {reason}{SHARED_HINT}"
     for relative, n_rows in expected.items():
-        if relative not in seen:
+        if seen.get(relative) != n_rows:
             return (
-                f"the worker's Parquet partition {relative} is read from the driver's current directory, "
-                "which holds a file of that name; run the ingest from another directory"
-            )
-        if seen[relative] != n_rows:
-            return (
-                f"the worker's Parquet partition {relative} has {seen[relative]} rows seen from the "
+                f"the worker's Parquet partition {relative} has {seen.get(relative)} rows seen from the "
                 f"driver, the worker wrote {n_rows}{SHARED_HINT}"
             )
     return None
@@ -147,16 +142,11 @@ def partition_problem(
 def _footer_rows(
     connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, relatives: list[str]
 ) -> dict[str, int]:
-    """Rows of Parquet files given relative to the warehouse (as the views read them), from their footers.
-
-    Relative, because DuckDB expands glob characters in an absolute path; but it looks for a
-    relative path in the current directory first, so each file DuckDB names is matched by its
-    real path: a file of the current directory's never passes for the warehouse's.
-    """
-    rows = connection.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [relatives])
+    """Rows of Parquet files given relative to the warehouse, from their footers."""
+    listed = [duckdb_file(warehouse_dir, r) for r in relatives]
+    rows = connection.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [listed])
     by_path = {os.path.realpath(name): n for name, n in rows.fetchall()}
-    base = Path(warehouse_dir)
-    return {r: by_path[p] for r in relatives if (p := os.path.realpath(base / r)) in by_path}
+    return {r: by_path[p] for r in relatives if (p := os.path.realpath(Path(warehouse_dir) / r)) in by_path}
 
 
 def clear_errors(connection: duckdb.DuckDBPyConnection, path: str) -> None:

@@ -212,3 +212,35 @@ def test_a_query_recomputes_only_the_stale_runs_in_memory(tmp_path):
         assert len(rows) == len(expected[name]), name
         for a, b in zip(rows, expected[name], strict=True):
             assert _same_row(a, b, exact=name in materialized), (name, a, b)
+
+
+def test_a_refresh_reads_the_warehouse_partitions_not_the_current_directory(tmp_path, monkeypatch):
+    """The runs' partitions are listed by path for a refresh; a file of the same relative path in
+    the current directory (here: a copy of another warehouse's, fewer events) is not read."""
+    import polars as pl
+    from support.wh_helpers import write_trace
+
+    rank0 = write_trace(tmp_path / "run" / "r0.json", rank=0, world_size=2, n_kernels=6)
+    rank1 = write_trace(tmp_path / "later" / "r1.json", rank=1, world_size=2, n_kernels=3)
+    clean, wh, decoy = tmp_path / "clean", tmp_path / "wh", tmp_path / "decoy"
+    for warehouse in (clean, wh):
+        _ingest(warehouse, rank0, run="run")
+    for partition in (wh / "parquet").rglob("*.parquet"):  # the same paths, one event less each
+        copy = decoy / partition.relative_to(wh)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        frame = pl.read_parquet(partition, hive_partitioning=False)
+        frame.head(max(frame.height - 1, 0)).write_parquet(copy)
+    _ingest(clean, rank1, run="run")
+    monkeypatch.chdir(decoy)
+    _ingest(wh, rank1, run="run")  # the run is refreshed: both ranks' partitions are read again
+    materialized = sorted(f.name for f in load_sql_files() if f.materialized)
+    for name in materialized:
+        with connect(wh, read_only=True) as a, connect(clean, read_only=True) as b:
+            ours, expected = (c.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for c in (a, b))
+        assert ours == expected, name
+    assert _count(wh, "gpu_events") > 0
+
+
+def _count(warehouse: Path, table: str) -> int:
+    with connect(warehouse, read_only=True) as c:
+        return c.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]

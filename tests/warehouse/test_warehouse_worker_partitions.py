@@ -149,11 +149,20 @@ def test_a_partition_read_from_the_current_directory_instead_fails_the_file(tmp_
     summary = ingest([trace], tmp_path / "wh")
     events = f"parquet/events/study=default/run_id=run/rank=0/{hash_file(trace)[1]}.parquet"
     assert (tmp_path / "cwd" / events).is_file()
-    assert summary.failed == [
-        (
-            str(trace),
-            f"the worker's Parquet partition {events} is read from the driver's current directory, "
-            "which holds a file of that name; run the ingest from another directory",
-        )
-    ]
+    [(path, reason)] = summary.failed
+    assert path == str(trace)
+    assert reason.startswith(f"the worker's Parquet partition {events} is unreadable on the driver: ")
     assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
+
+
+def test_a_warehouse_whose_path_looks_like_a_glob_checks_its_own_partitions(tmp_path, monkeypatch):
+    """DuckDB expands glob characters in an absolute path: `wh[1]` must not read `wh1`."""
+    trace = write_trace(tmp_path / "run" / "r0.json", rank=0)
+    events = f"parquet/events/study=default/run_id=run/rank=0/{hash_file(trace)[1]}.parquet"
+    assert ingest([trace], tmp_path / "wh1").failed == []  # a good partition at the path `wh[1]` globs to
+    worker_disk(monkeypatch, tmp_path / "worker-disk", events_bytes=b"PAR1 cut short")
+    summary = ingest([trace], tmp_path / "wh[1]")
+    [(path, reason)] = summary.failed
+    assert path == str(trace) and (tmp_path / "wh1" / events).is_file()
+    assert reason.startswith(f"the worker's Parquet partition {events} is unreadable on the driver: ")
+    assert count(tmp_path / "wh[1]", "traces") == 0
