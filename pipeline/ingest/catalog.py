@@ -114,9 +114,13 @@ def partition_problem(
     expected = {relative: n_rows for _, relative, n_rows in files}
     if not expected:  # DuckDB's metadata function refuses an empty list
         return None
+
+    def problem(relative: str, what: str) -> str:
+        return f"the worker's Parquet partition {relative} {what}{SHARED_HINT}"
+
     for relative in expected:
         if not os.path.isfile(Path(warehouse_dir) / relative):  # (False on any OSError: EACCES, ESTALE)
-            return f"the worker's Parquet partition {relative} is not visible from the driver{SHARED_HINT}"
+            return problem(relative, "is not visible from the driver")
     try:
         seen = _footer_rows(connection, warehouse_dir, list(expected))
     except duckdb.Error as together:  # which one: each alone
@@ -124,18 +128,12 @@ def partition_problem(
             try:
                 _footer_rows(connection, warehouse_dir, [relative])
             except duckdb.Error as exc:
-                return (
-                    f"the worker's Parquet partition {relative} is unreadable on the driver: "
-                    f"{one_line(exc)}{SHARED_HINT}"
-                )
+                return problem(relative, f"is unreadable on the driver: {one_line(exc)}")
         reason = one_line(together)
         return f"the worker's Parquet partitions are unreadable on the driver: {reason}{SHARED_HINT}"
     for relative, n_rows in expected.items():
-        if seen.get(relative) != n_rows:
-            return (
-                f"the worker's Parquet partition {relative} has {seen.get(relative)} rows seen from the "
-                f"driver, the worker wrote {n_rows}{SHARED_HINT}"
-            )
+        if (rows := seen.get(relative)) != n_rows:
+            return problem(relative, f"has {rows} rows seen from the driver, the worker wrote {n_rows}")
     return None
 
 
