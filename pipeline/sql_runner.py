@@ -25,6 +25,7 @@ from importlib.resources.abc import Traversable
 import duckdb
 from tracehouse.pipeline.common.comm_vocabulary import seed_rows as comm_vocabulary_rows
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.common.hardware import seed_rows as device_peak_rows
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"
@@ -37,8 +38,9 @@ NOTHING = "nothing"
 
 # The rows of each seeds/ table, from the one Python definition of what it holds. The runner
 # rewrites the table right after its file runs, so every relation that reads it sees them.
-SEEDS: dict[str, Callable[[], list[tuple[str, ...]]]] = {
+SEEDS: dict[str, Callable[[], list[tuple[object, ...]]]] = {
     "comm_vocabulary": comm_vocabulary_rows,
+    "device_peaks": device_peak_rows,
 }
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")

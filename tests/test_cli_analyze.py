@@ -22,10 +22,11 @@ def trace_without_rank(folder: Path) -> Path:
     return path
 
 
-def test_analyze_without_a_rank_says_to_pass_rank(tmp_path, capsys) -> None:
+def test_analyze_of_a_trace_without_a_rank_reports_it_as_a_run_of_its_own(tmp_path, capsys) -> None:
     trace = trace_without_rank(tmp_path / "traces")
-    assert main(["analyze", str(trace.parent), "-o", str(tmp_path / "r.html")]) == 2
-    assert "pass --rank FILE=N" in capsys.readouterr().err
+    assert main(["analyze", str(trace.parent), "-o", str(tmp_path / "r.html"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["ingest"]
+    assert (summary["loaded"], summary["failed"], summary["runs"]) == (1, [], ["default/worker"])
 
 
 def test_analyze_with_rank_study_and_run_reports_the_trace(tmp_path, capsys) -> None:

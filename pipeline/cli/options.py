@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tracehouse.collectors.model_sizes import MODELS, flops_per_token, param_count
 from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.common.manifest import check_facts
 from tracehouse.pipeline.discovery.ranks import parse_rank_options
 
 
@@ -27,6 +29,27 @@ def add_ingest_options(parser: argparse.ArgumentParser) -> None:
         "--scheduler", metavar="ADDRESS", help="an existing Dask scheduler, e.g. tcp://host:8786"
     )
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
+    facts = parser.add_argument_group(
+        "run facts", "what a manifest.json would state, for every run found without one"
+    )
+    for flag, (kind, help_text) in RUN_FACT_OPTIONS.items():
+        facts.add_argument(flag, type=kind, default=None, help=help_text)
+
+
+# Manifest fields a user may state on the command line (flag -> (type, help)); see docs/warehouse.md.
+RUN_FACT_OPTIONS: dict[str, tuple[type, str]] = {
+    "--tokens-per-step": (int, "tokens one training step processes, all ranks together"),
+    "--global-batch": (int, "sequences per step, all ranks together (with --seq-len: tokens per step)"),
+    "--seq-len": (int, "tokens per sequence"),
+    "--strategy": (str, "parallel strategy, e.g. ddp, fsdp, tp, pp, fsdp_tp"),
+    "--model": (
+        str,
+        "model name; a reference Llama-2 size (tiny, 7b, ...) also gives its parameters "
+        "and, with --seq-len, FLOPs per token",
+    ),
+    "--dtype": (str, "compute dtype (bf16, fp16, tf32, fp32): with the trace's device name, the peak FLOP/s"),
+    "--flops-per-token": (float, "training FLOPs per token (default for a reference --model: 6N + 12Lds)"),
+}
 
 
 def ingest_choices(args: argparse.Namespace) -> dict[str, Any]:
@@ -35,4 +58,30 @@ def ingest_choices(args: argparse.Namespace) -> dict[str, Any]:
         ranks = parse_rank_options(args.rank)
     except ValueError as exc:
         raise TracehouseError(str(exc)) from exc
-    return {"study": args.study, "run": args.run, "ranks": ranks, "scheduler": args.scheduler}
+    return {
+        "study": args.study,
+        "run": args.run,
+        "ranks": ranks,
+        "scheduler": args.scheduler,
+        "facts": run_facts(args),
+    }
+
+
+def run_facts(args: argparse.Namespace) -> dict[str, Any]:
+    """The run facts stated by options, with a reference model's parameters and FLOPs per token."""
+    facts = {
+        flag.removeprefix("--").replace("-", "_"): getattr(args, flag.removeprefix("--").replace("-", "_"))
+        for flag in RUN_FACT_OPTIONS
+    }
+    facts = {name: value for name, value in facts.items() if value is not None}
+    if facts.get("model") in MODELS:
+        config = MODELS[facts["model"]]
+        facts.setdefault("n_params", param_count(config))
+        if "seq_len" in facts:
+            facts.setdefault("flops_per_token", flops_per_token(config, facts["seq_len"]))
+    try:
+        check_facts(facts)
+    except ValueError as exc:
+        name = str(exc).split(" ", 1)[0]
+        raise TracehouseError(f"--{name.replace('_', '-')}: {str(exc).split(' ', 1)[1]}") from exc
+    return facts

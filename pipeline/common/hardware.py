@@ -42,6 +42,15 @@ def peak_flops(device_name: str | None, dtype: str | None) -> float | None:
     return PEAK_FLOPS[key].get(dtype)
 
 
+def seed_rows() -> list[tuple[int, str, str, float]]:
+    """(match_order, device key, dtype, FLOP/s) rows of the SQL table device_peaks."""
+    return [
+        (order, key, dtype, value)
+        for order, (key, by_dtype) in enumerate(PEAK_FLOPS.items())
+        for dtype, value in sorted(by_dtype.items())
+    ]
+
+
 def table_rows() -> list[dict[str, object]]:
     """The table as rows (device, dtype, peak_flops) for printing."""
     return [

@@ -27,6 +27,17 @@ STATUSES = ("ok", "failed")
 INT32_FIELDS = frozenset({"dp", "tp", "pp", "world_size", "nodes", "devices_per_node", "manifest_version"})
 RANK_KEY = re.compile(r"[0-9]{1,9}")  # a decimal rank that fits the INTEGER rank column
 SHOWN_CHARS = 60
+# The facts a user may state for a run without a manifest.json (`tracehouse ingest --tokens-per-step ...`).
+STATED_FACTS = (
+    "model",
+    "n_params",
+    "flops_per_token",
+    "global_batch",
+    "seq_len",
+    "tokens_per_step",
+    "strategy",
+    "dtype",
+)
 
 
 @dataclass(kw_only=True)
@@ -139,6 +150,11 @@ class RunManifest:
             return cls.from_dict(data)
         except (TypeError, ValueError) as exc:
             raise ManifestError(path, str(exc)) from exc
+
+
+def check_facts(facts: dict[str, Any]) -> None:
+    """ValueError, starting with the field's name, unless the fields are valid run facts of a manifest."""
+    RunManifest(study="-", run_id="-", **facts)
 
 
 def _is_newer(version: object) -> bool:

@@ -17,6 +17,7 @@ class TraceJob:
     run_id: str
     rank: int | None  # None: take distributedInfo.rank after parsing
     rank_source: str | None  # manifest | option
+    single_process: bool = False  # its run's only trace: without distributedInfo it is rank 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,11 +1,13 @@
 """From the paths a user gives to the files to ingest: runs, ranks, manifests, power logs, nccl-tests.
 
-A directory is searched recursively for `*.json` / `*.json.gz` traces; all traces of one
-directory form one run. A `manifest.json` beside them names the study and run (winning over
-`--study` / `--run`), maps ranks to files and lists power logs. Without a manifest the run is
-`--run` or the directory's name, the study `--study` or `default`. A rank is never guessed:
-here it comes from `--rank FILE=N` or the manifest; otherwise the trace's own
-`distributedInfo.rank` decides after parsing.
+A directory is searched recursively for `*.json` / `*.json.gz` traces. A `manifest.json` beside
+them makes all of them one run: it names the study and run (winning over `--study` / `--run`),
+maps ranks to files and lists power logs. Without a manifest, `--run` makes a folder's traces
+one run; else the folder splits into runs as `grouping` says (a trace without distributedInfo
+is a run of its own, the others group by world size). The study is `--study` or `default`. A
+rank is never guessed: it comes from `--rank FILE=N` or the manifest, else the trace's own
+`distributedInfo.rank` decides after parsing; a run's only trace without distributedInfo is
+rank 0 (a process that never initialised torch.distributed).
 
 A JSON file found by searching that is not a trace (no `traceEvents`, not an array of events:
 a `config.json`, metrics) is skipped and named in `not_traces` (see `sniff`); a file the user
@@ -20,12 +22,16 @@ manifest.json beside it, else `--study`, else `default`; it belongs to no run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tracehouse.pipeline.common.errors import ManifestError
 from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
+from tracehouse.pipeline.discovery.grouping import RunGroup, group_folder
+from tracehouse.pipeline.discovery.header import read_header
 from tracehouse.pipeline.discovery.jobs import Discovery, NcclTestsJob, PowerJob, RunSource, TraceJob
 from tracehouse.pipeline.discovery.ranks import RankOptions
 from tracehouse.pipeline.discovery.sniff import (
@@ -71,8 +77,13 @@ def discover(
     study: str | None = None,
     run: str | None = None,
     ranks: Mapping[str, int] | None = None,
+    facts: Mapping[str, Any] | None = None,
 ) -> Discovery:
-    """Turn user paths into trace and power jobs, grouped into runs."""
+    """Turn user paths into trace and power jobs, grouped into runs.
+
+    `facts` are manifest fields stated on the command line (tokens_per_step, strategy, ...):
+    they describe every run found without a manifest.json.
+    """
     found = Discovery()
     candidates = _candidates(paths, found)
     by_dir: dict[Path, list[Path]] = {d: [] for d in candidates.manifest_dirs}
@@ -84,7 +95,7 @@ def discover(
     options = RankOptions(ranks or {}, [f for folder in folders for f in folder.traces])
     seen_runs: dict[tuple[str, str], RunSource] = {}
     for folder in folders:
-        _discover_folder(folder, study, run, options, found, seen_runs)
+        _discover_folder(folder, study, run, options, found, seen_runs, dict(facts or {}))
     found.errors.extend(options.unused())
     _add_nccl_tests(candidates.nccl_tests, folders, study, found)
     return found
@@ -96,7 +107,7 @@ def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
     nccl_tests: dict[Path, None] = {}
     candidates = _Candidates()
     for given in paths:
-        path = Path(given).absolute()
+        path = Path(os.path.abspath(given))  # absolute, without '..' (links stay as given)
         if path.is_dir():
             for f in sorted(path.rglob("*")):
                 if f.is_file() and is_trace_name(f):
@@ -214,27 +225,68 @@ def _discover_folder(
     options: RankOptions,
     found: Discovery,
     seen_runs: dict[tuple[str, str], RunSource],
+    facts: Mapping[str, Any],
 ) -> None:
-    """Add the folder's run, its trace jobs and its power jobs, or fail its files with the reason."""
+    """Add the folder's runs, their trace jobs and power jobs, or fail its files with the reason."""
     if folder.problem is not None:
         _fail_all(folder.traces, folder.problem, options, found)
         return
     if folder.manifest is not None:
-        manifest, source = folder.manifest, RunSource(manifest=folder.manifest, path=folder.manifest_path)
-    else:
-        manifest = RunManifest(study=study or DEFAULT_STUDY, run_id=run or folder.directory.name)
-        source = RunSource(manifest=manifest, path=None)
+        source = RunSource(manifest=folder.manifest, path=folder.manifest_path)
+        _discover_run(
+            folder, source, folder.traces, folder.manifest.world_size in (None, 1), options, found, seen_runs
+        )
+        return
+    chosen = study or DEFAULT_STUDY
+    if run is not None:
+        source = RunSource(manifest=RunManifest(study=chosen, run_id=run, **facts), path=None)
+        _discover_run(folder, source, folder.traces, True, options, found, seen_runs)
+        return
+    stated = {p: r for p in folder.traces if (r := options.rank_of(p)) is not None}
+    headers = {p: read_header(p) for p in folder.traces}
+    for group in group_folder(folder.directory, folder.traces, headers, stated):
+        run_id = group.run_id if group.named_after_folder else _free_name(chosen, group, folder, seen_runs)
+        source = RunSource(manifest=RunManifest(study=chosen, run_id=run_id, **facts), path=None)
+        _discover_run(folder, source, list(group.traces), group.single_process, options, found, seen_runs)
+
+
+def _free_name(study: str, group: RunGroup, folder: _Folder, seen: dict[tuple[str, str], RunSource]) -> str:
+    """A run name taken from file names, made unique in its study: the folder's name first, then a number."""
+    name = group.run_id
+    if (study, name) in seen:
+        name = f"{folder.directory.name}-{group.run_id}"
+    base, n = name, 2
+    while (study, name) in seen:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def _discover_run(
+    folder: _Folder,
+    source: RunSource,
+    traces: list[Path],
+    may_be_alone: bool,
+    options: RankOptions,
+    found: Discovery,
+    seen_runs: dict[tuple[str, str], RunSource],
+) -> None:
+    """Add one run of a folder with its traces (and its manifest's power logs), or fail them.
+
+    `may_be_alone`: when the run has one trace, a trace without distributedInfo is its rank 0.
+    """
+    manifest = source.manifest
     key = (manifest.study, manifest.run_id)
     conflict = _add_run(source, key, seen_runs, found)
     if conflict is not None:
         found.errors.append((str(source.path), conflict))
         reason = f"its run's {MANIFEST_NAME} cannot be used: {conflict}"
-        _fail_all(folder.traces + _power_paths(manifest, folder.directory), reason, options, found)
+        _fail_all(traces + _power_paths(manifest, folder.directory), reason, options, found)
         return
     power = set(_power_paths(manifest, folder.directory))
-    for f in folder.traces:
-        if f not in power:
-            _add_trace(f, key, folder.listed.get(f), options, found)
+    jobs = [f for f in traces if f not in power]
+    alone = may_be_alone and len(jobs) == 1
+    for f in jobs:
+        _add_trace(f, key, folder.listed.get(f), options, found, single_process=alone)
     if source.path is not None:
         _add_power(manifest, folder.directory, found)
 
@@ -247,7 +299,13 @@ def _fail_all(paths: list[Path], reason: str, options: RankOptions, found: Disco
 
 
 def _add_trace(
-    path: Path, key: tuple[str, str], listed: int | None, options: RankOptions, found: Discovery
+    path: Path,
+    key: tuple[str, str],
+    listed: int | None,
+    options: RankOptions,
+    found: Discovery,
+    *,
+    single_process: bool,
 ) -> None:
     """Add one trace job; a --rank that contradicts the manifest's rank fails the file instead."""
     option = options.rank_of(path)
@@ -263,6 +321,7 @@ def _add_trace(
             run_id=key[1],
             rank=rank,
             rank_source=origin if rank is not None else None,
+            single_process=single_process and rank is None,
         )
     )
 

@@ -34,16 +34,16 @@ def is_profiler_trace_name(path: Path) -> bool:
     return any(mark in path.name for mark in TRACE_NAME_MARKS)
 
 
-def head(path: Path) -> bytes | None:
-    """The first SNIFF_BYTES of a file, gunzipped if it is gzip; None when unreadable."""
+def head(path: Path, size: int = SNIFF_BYTES) -> bytes | None:
+    """The first `size` bytes of a file, gunzipped if it is gzip; None when unreadable."""
     try:
         with open(path, "rb") as f:
-            raw = f.read(SNIFF_BYTES)
+            raw = f.read(size)
             if not raw.startswith(b"\x1f\x8b"):
                 return raw
             f.seek(0)
             with gzip.open(f) as z:
-                return z.read(SNIFF_BYTES)
+                return z.read(size)
     except (OSError, EOFError, zlib.error):
         return None  # unreadable or corrupt: let the parser name the problem
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.common.manifest import STATED_FACTS
 from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, duckdb_file
 from tracehouse.pipeline.warehouse import connect, is_locked, transaction
 
@@ -192,13 +193,25 @@ def record_error(
 
 
 def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
-    """Insert or update a run_manifests row; a command-line stub never replaces a manifest file's row."""
-    existing = connection.execute(
-        "SELECT origin, manifest_hash FROM run_manifests WHERE study = ? AND run_id = ?",
-        [row["study"], row["run_id"]],
-    ).fetchall()
-    if existing and (row["origin"] != "file" or existing[0][1] == row["manifest_hash"]):
-        return
+    """Insert or update a run_manifests row; a command-line stub never replaces a manifest file's row.
+
+    A stub over an earlier stub keeps the facts stated before (`STATED_FACTS`) unless it states them anew.
+    """
+    cursor = connection.execute(
+        "SELECT * FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
+    )
+    names = [column[0] for column in cursor.description]
+    existing = [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+    if existing:
+        before = existing[0]
+        if row["origin"] == "file" and before["manifest_hash"] == row["manifest_hash"]:
+            return
+        if row["origin"] != "file":
+            if before["origin"] == "file":
+                return
+            row = {**row, **{k: before[k] for k in STATED_FACTS if row.get(k) is None}}
+            if all(row.get(k) == before[k] for k in STATED_FACTS):
+                return
     with transaction(connection):
         connection.execute(
             "DELETE FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
@@ -252,18 +265,31 @@ def _insert_frame(connection: duckdb.DuckDBPyConnection, table: str, frame: pl.D
 
 
 def coverage_warnings(connection: duckdb.DuckDBPyConnection, content_hashes: Iterable[str]) -> list[str]:
-    """One line per given trace that yields no breakdown: which rank of which run, and why."""
+    """One line per partial run among the given traces', then one per trace without a (full) breakdown."""
     hashes = sorted(content_hashes)
     if not hashes:
         return []
-    rows = connection.execute(
-        """
+    loaded = "t.content_hash IN (SELECT unnest(?::VARCHAR[]))"
+    runs = connection.execute(
+        f"""
+        SELECT DISTINCT c.study, c.run_id, c.run_coverage
+        FROM trace_coverage AS c
+        JOIN traces AS t ON t.study = c.study AND t.run_id = c.run_id AND t.rank = c.rank
+        WHERE c.run_coverage IS NOT NULL AND {loaded}
+        ORDER BY c.study, c.run_id
+        """,
+        [hashes],
+    ).fetchall()
+    ranks = connection.execute(
+        f"""
         SELECT c.study, c.run_id, c.rank, c.warning
         FROM trace_coverage AS c
         JOIN traces AS t ON t.study = c.study AND t.run_id = c.run_id AND t.rank = c.rank
-        WHERE c.warning IS NOT NULL AND t.content_hash IN (SELECT unnest(?::VARCHAR[]))
+        WHERE c.warning IS NOT NULL AND {loaded}
         ORDER BY c.study, c.run_id, c.rank
         """,
         [hashes],
     ).fetchall()
-    return [f"rank {rank} of run {study}/{run_id}: {reason}" for study, run_id, rank, reason in rows]
+    return [f"run {study}/{run_id}: {coverage}" for study, run_id, coverage in runs] + [
+        f"rank {rank} of run {study}/{run_id}: {reason}" for study, run_id, rank, reason in ranks
+    ]

@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tracehouse.pipeline.common.errors import SchedulerError, one_line
+from tracehouse.pipeline.common.errors import SchedulerError, TracehouseError, one_line
+from tracehouse.pipeline.common.manifest import check_facts
 from tracehouse.pipeline.discovery.search import discover
 from tracehouse.pipeline.ingest.engine import (
     IN_PROCESS,
@@ -77,23 +78,35 @@ def ingest(
     ranks: Mapping[str, int] | None = None,
     scheduler: str | None = None,
     progress: str | Progress | None = "off",
+    facts: Mapping[str, Any] | None = None,
 ) -> IngestSummary:
-    """Ingest traces (files or directories), the power logs their manifests list and nccl-tests output."""
+    """Ingest traces (files or directories), the power logs their manifests list and nccl-tests output.
+
+    `facts` are manifest fields (tokens_per_step, strategy, ...) for the runs found without a manifest.
+    """
     if in_worker_start():  # a script without the __main__ guard, re-run by a pool worker: stop it
         raise RuntimeError(
             "tracehouse ingest was called while a worker process started: run the script's work "
             'under `if __name__ == "__main__":`'
         )
+    try:
+        check_facts(dict(facts or {}))
+    except (TypeError, ValueError) as exc:
+        raise TracehouseError(f"run facts: {exc}") from exc
     started = time.perf_counter()
     with scheduler_client(scheduler) as client:  # first: a bad scheduler writes nothing
-        found = discover(paths, study=study, run=run, ranks=ranks)
+        found = discover(paths, study=study, run=run, ranks=ranks, facts=facts)
         sizes = [json_size(job.path) for job in (*found.traces, *found.power, *found.nccl_tests)]
         engine = (IN_PROCESS, 1) if client is not None else local_engine(sizes)
         if engine[0] == PROCESSES:
             start_pool_server()  # its imports overlap the driver's, just below
         from tracehouse.pipeline.ingest.load import load_all  # DuckDB, Polars, Dask
 
-        summary = IngestSummary(warehouse=str(warehouse_dir), not_traces=list(found.not_traces))
+        summary = IngestSummary(
+            warehouse=str(warehouse_dir),
+            not_traces=list(found.not_traces),
+            runs=[f"{source.manifest.study}/{source.manifest.run_id}" for source in found.runs],
+        )
         reporter = make_progress(progress)
         try:
             load_all(

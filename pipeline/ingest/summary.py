@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+SHOWN_RUNS = 12  # runs named on the terminal; --json lists them all
+
 
 @dataclass(kw_only=True)
 class IngestSummary:
@@ -23,6 +25,7 @@ class IngestSummary:
     power_files: int = 0
     nccl_tests_files: int = 0  # nccl-tests output files loaded (their points: network_curves)
     seconds: float = 0.0
+    runs: list[str] = field(default_factory=list)  # "study/run_id" of every run the given paths hold
 
     @property
     def exit_code(self) -> int:
@@ -44,6 +47,7 @@ class IngestSummary:
             "power_files": self.power_files,
             "nccl_tests_files": self.nccl_tests_files,
             "seconds": round(self.seconds, 3),
+            "runs": list(self.runs),
         }
 
     def notice_lines(self, prefix: str) -> list[str]:
@@ -51,9 +55,17 @@ class IngestSummary:
         lines = [f"{prefix}: not a trace, skipped: {path}" for path in self.not_traces]
         return lines + [f"{prefix}: warning: {warning}" for warning in self.warnings]
 
+    def runs_lines(self, prefix: str) -> list[str]:
+        """The runs the traces went into, by name, at most SHOWN_RUNS of them."""
+        if not self.runs:
+            return []
+        shown = ", ".join(self.runs[:SHOWN_RUNS])
+        more = f" and {len(self.runs) - SHOWN_RUNS} more" if len(self.runs) > SHOWN_RUNS else ""
+        return [f"{prefix}: {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}: {shown}{more}"]
+
     def report_lines(self, prefix: str) -> list[str]:
         """What the terminal shows after the files: the notices, then the closing counts."""
-        lines = self.notice_lines(prefix)
+        lines = self.notice_lines(prefix) + self.runs_lines(prefix)
         not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
         nccl_tests = f", {self.nccl_tests_files} nccl-tests files" if self.nccl_tests_files else ""
         lines.append(

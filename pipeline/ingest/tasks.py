@@ -36,6 +36,8 @@ from tracehouse.pipeline.partitions import TRACE_TABLES
 from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
 
 HASH_CHUNK = 1 << 20
+# rank_source of a run's only trace without distributedInfo: a process without a distributed world.
+SINGLE_PROCESS = "single-process"
 
 # The kind of an nccl-tests task, and the source its network_files and network_curve_points rows name.
 NCCL_TESTS = "nccl-tests"
@@ -93,6 +95,8 @@ def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
         return job.rank, job.rank_source or "option"
     if meta.rank is not None:
         return meta.rank, "distributedInfo"
+    if job.single_process:
+        return 0, SINGLE_PROCESS
     raise RankConflictError(
         "no rank: the trace has no distributedInfo.rank; "
         "list it in manifest.json traces or pass --rank FILE=N"

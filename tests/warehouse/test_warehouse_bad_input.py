@@ -100,7 +100,7 @@ def test_duplicate_ranks_in_a_directory(tmp_path, capsys, loaded):
     write_trace(tmp_path / "dup" / "a.json", rank=1)
     write_trace(tmp_path / "dup" / "b.json", rank=1, n_kernels=2)
     capsys.readouterr()
-    assert main(["ingest", str(tmp_path / "dup"), "--warehouse", str(wh)]) == 1
+    assert main(["ingest", str(tmp_path / "dup"), "--warehouse", str(wh), "--run", "dup"]) == 1
     lines = error_lines(capsys.readouterr().err)
     assert len(lines) == 2 and all("rank 1 of run default/dup is also claimed by" in line for line in lines)
     assert {k: v for k, v in checksums(wh).items() if k in before} == before
@@ -125,7 +125,5 @@ def test_invalid_utf8_in_names_loads_with_replacement_characters(tmp_path, capsy
     )
     assert main(["ingest", str(path), "--warehouse", str(wh)]) == 0
     capsys.readouterr()
-    main(
-        ["query", "SELECT name FROM events WHERE run_id = 'utf'", "--warehouse", str(wh), "--format", "json"]
-    )
+    main(["query", "SELECT name FROM events WHERE run_id = 'u'", "--warehouse", str(wh), "--format", "json"])
     assert json.loads(capsys.readouterr().out) == [{"name": "aten::\ufffd\ufffdmm"}]

@@ -72,6 +72,7 @@ def study_inputs(root: Path) -> list[Path]:
     write_trace(root / "run2" / "b.json", rank=1, n_kernels=9)
     write_trace(root / "run3" / "x.json", rank=0)
     write_trace(root / "run3" / "y.json", rank=0, n_kernels=4)
+    RunManifest(study="s", run_id="three").write(root / "run3")  # one run: the clash is an error
     (root / "run2" / "broken.json").write_text('{"traceEvents": [')
     return [root / "run1", root / "run2", root / "run3"]
 

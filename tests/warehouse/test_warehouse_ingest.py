@@ -107,7 +107,7 @@ def test_duplicate_ranks_fail_both_naming_each_other(tmp_path, capsys):
     write_trace(tmp_path / "run" / "a.json", rank=0)
     write_trace(tmp_path / "run" / "b.json", rank=0, n_kernels=4)
     write_trace(tmp_path / "run" / "c.json", rank=1)
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")]) == 1
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--run", "run"]) == 1
     err = capsys.readouterr().err
     a, b = str(tmp_path / "run" / "a.json"), str(tmp_path / "run" / "b.json")
     assert f"error: {a}: rank 0 of run default/run is also claimed by {b}" in err
@@ -135,15 +135,18 @@ def test_a_new_file_for_a_rank_already_in_the_warehouse_fails(tmp_path):
 
 
 def test_rank_is_never_guessed(tmp_path, capsys):
+    # two traces without distributedInfo stated to be one run: which is which only the user knows
     write_trace(tmp_path / "run" / "x.json", rank=None)
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh")]) == 1
+    write_trace(tmp_path / "run" / "y.json", rank=None, n_kernels=2)
+    args = ["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--run", "run"]
+    assert main(args) == 1
     assert "x.json: no rank: the trace has no distributedInfo.rank" in capsys.readouterr().err
-    assert (
-        main(["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--rank", "x.json=3"])
-        == 0
-    )
+    assert main([*args, "--rank", "x.json=3", "--rank", "y.json=1"]) == 0
     with connect(tmp_path / "wh") as c:
-        assert c.sql("SELECT rank, rank_source FROM traces").fetchall() == [(3, "option")]
+        assert c.sql("SELECT rank, rank_source FROM traces ORDER BY rank").fetchall() == [
+            (1, "option"),
+            (3, "option"),
+        ]
         # the file now loaded: its earlier error is gone
         assert c.sql("SELECT count(*) FROM ingest_errors").fetchall() == [(0,)]
 
@@ -353,7 +356,8 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
 def test_json_summary(tmp_path, capsys):
     two_ranks(tmp_path / "run_a")
     write_trace(tmp_path / "run_a" / "nor.json", rank=None)
-    assert main(["ingest", str(tmp_path / "run_a"), "--warehouse", str(tmp_path / "wh"), "--json"]) == 1
+    args = ["ingest", str(tmp_path / "run_a"), "--warehouse", str(tmp_path / "wh"), "--run", "run_a"]
+    assert main([*args, "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert {k: out[k] for k in ("loaded", "skipped", "events", "power_files")} == {
         "loaded": 2,

@@ -65,12 +65,14 @@ def test_an_unreadable_manifest_carries_its_hash(tmp_path, capsys):
 
 def test_a_skipped_file_forgets_its_old_failure(tmp_path, capsys):
     trace = write_trace(tmp_path / "run" / "x.json", rank=None)
+    other = write_trace(tmp_path / "run" / "y.json", rank=None, n_kernels=2)
     copy = tmp_path / "copy" / "x.json"
     copy.parent.mkdir()
     copy.write_bytes(trace.read_bytes())
     wh = tmp_path / "wh"
-    assert ingest([trace], wh).failed  # no rank
+    assert len(ingest([trace, other], wh, run="r").failed) == 2  # one run of two: no rank
     assert ingest([copy], wh, ranks={str(copy): 3}).loaded == 1
-    assert [p for p, _, _ in errors(capsys, wh)] == [str(trace)]  # a copy loading elsewhere: still failed
+    failed = [str(trace), str(other)]
+    assert [p for p, _, _ in errors(capsys, wh)] == failed  # a copy loading elsewhere: still failed
     assert ingest([trace], wh).skipped == 1  # its content is in the warehouse now
-    assert errors(capsys, wh) == []
+    assert [p for p, _, _ in errors(capsys, wh)] == [str(other)]

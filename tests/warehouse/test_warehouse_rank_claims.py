@@ -46,7 +46,10 @@ def in_order(monkeypatch, names: list[str]) -> None:
 
 
 def three_claim_rank_zero(run: Path) -> dict[str, Path]:
-    """a, b and c claim distributedInfo.rank 0 of one run (different contents); d is rank 1."""
+    """a, b and c claim distributedInfo.rank 0 of one run (different contents); d is rank 1.
+
+    Without the stated run, the folder would split into runs where ranks clash (discovery.grouping).
+    """
     return {
         "a.json": write_trace(run / "a.json", rank=0, n_kernels=2),
         "b.json": write_trace(run / "b.json", rank=0, n_kernels=3),
@@ -71,7 +74,7 @@ def test_every_claimant_fails_naming_the_others_in_any_order(tmp_path, capsys, m
     files = three_claim_rank_zero(tmp_path / "run")
     in_order(monkeypatch, list(order))
     wh = tmp_path / "wh"
-    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh), "--json"]) == 1
+    assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh), "--run", "run", "--json"]) == 1
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     claimants = [files[n] for n in ("a.json", "b.json", "c.json")]
@@ -96,7 +99,7 @@ def test_the_warehouse_is_the_same_whatever_the_order(tmp_path, monkeypatch):
         [["a.json", "b.json", "c.json", "d.json"], ["d.json", "c.json", "a.json", "b.json"]]
     ):
         in_order(monkeypatch, order)
-        ingest([tmp_path / "run"], tmp_path / f"wh{i}")
+        ingest([tmp_path / "run"], tmp_path / f"wh{i}", run="run")
         sums.append(checksums(tmp_path / f"wh{i}"))
     assert sums[0] == sums[1]
 
@@ -106,7 +109,7 @@ def test_each_file_is_reported_once(tmp_path, monkeypatch):
     write_trace(tmp_path / "run" / "copy_of_d.json", rank=1, n_kernels=5)  # same content as d
     in_order(monkeypatch, ["a.json", "d.json", "b.json", "copy_of_d.json", "c.json"])
     progress = Recorder()
-    summary = ingest([tmp_path / "run"], tmp_path / "wh", progress=progress)
+    summary = ingest([tmp_path / "run"], tmp_path / "wh", run="run", progress=progress)
     assert progress.total == 5 and progress.finished
     # Progress follows the work: each file is read as its task comes back, before claims settle.
     assert progress.read == ["a.json", "d.json", "b.json", "copy_of_d.json", "c.json"]

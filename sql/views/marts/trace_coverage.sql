@@ -1,6 +1,7 @@
--- depends on: traces, window_breakdown
--- Which rule gave each ingested rank its breakdown, or why it has none (nothing is missing
--- silently). Reads only DuckDB tables: the parse-time facts of `traces` and the breakdown.
+-- depends on: traces, window_breakdown, runs
+-- Which rule gave each ingested rank its breakdown, or why it has none, and whether its run has
+-- every rank's trace (nothing is missing silently). Reads only DuckDB tables: the parse-time
+-- facts of `traces`, the breakdown and the runs' world sizes.
 CREATE OR REPLACE VIEW trace_coverage AS
 WITH measured AS (
     SELECT
@@ -47,10 +48,19 @@ reasons AS (
     FROM traces AS t
     LEFT JOIN measured AS m ON t.study = m.study AND t.run_id = m.run_id AND t.rank = m.rank
     LEFT JOIN unknown AS u ON t.content_hash = u.content_hash
+),
+run_ranks AS (
+    -- a run with fewer rank traces than its world size is partial: its figures cover those ranks only
+    SELECT
+        study, run_id, world_size AS run_world_size, n_rank_traces AS run_rank_traces,
+        CASE WHEN n_rank_traces < world_size THEN format(
+            'partial run: traces of {} of its {} ranks; its step times and breakdowns cover those ranks only',
+            n_rank_traces, world_size) END AS run_coverage
+    FROM runs
 )
 SELECT
-    study, run_id, rank, rule, step_windows, n_steps, n_device_events, n_streamless_device_events,
-    unknown_categories, reason,
+    r.study, r.run_id, r.rank, rule, step_windows, n_steps, n_device_events, n_streamless_device_events,
+    unknown_categories, reason, run_world_size, run_rank_traces, run_coverage,
     -- what the ingest summary warns of: no breakdown, or one that leaves activity uncounted
     coalesce(
         reason,
@@ -63,4 +73,5 @@ SELECT
                 n_streamless_device_events) END
         ), '') || format('; the breakdown uses the {} rule', rule)
     ) AS warning
-FROM reasons;
+FROM reasons AS r
+JOIN run_ranks AS k ON r.study = k.study AND r.run_id = k.run_id;

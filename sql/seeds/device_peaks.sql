@@ -1,0 +1,13 @@
+-- depends on: nothing
+-- Peak dense FLOP/s per device and dtype, the denominator of MFU for a run whose manifest states
+-- none: defined once in tracehouse.pipeline.common.hardware (PEAK_FLOPS), which the collectors
+-- use too; the warehouse rewrites these rows from it whenever it creates the relations. A device
+-- name matches the first key (lowest match_order) it contains, case-insensitively, as Kineto
+-- writes it ("NVIDIA H100 80GB HBM3" is an H100, "AMD Instinct MI300X" an MI300X).
+CREATE TABLE IF NOT EXISTS device_peaks (
+    match_order INTEGER NOT NULL,
+    device_key VARCHAR NOT NULL,
+    dtype VARCHAR NOT NULL,
+    peak_flops DOUBLE NOT NULL,  -- FLOP/s per device
+    PRIMARY KEY (device_key, dtype)
+);
