@@ -6,7 +6,7 @@ CREATE TABLE IF NOT EXISTS traces (
     study VARCHAR NOT NULL,
     run_id VARCHAR NOT NULL,
     rank INTEGER NOT NULL,
-    rank_source VARCHAR NOT NULL,  -- distributedInfo | manifest | option
+    rank_source VARCHAR NOT NULL,  -- distributedInfo | manifest | option | single-process (its run's only trace, without distributedInfo: rank 0)
     path VARCHAR NOT NULL,  -- absolute path at ingest time
     size_bytes BIGINT NOT NULL,
     n_events BIGINT NOT NULL,

@@ -67,10 +67,16 @@ RELATIONS = {
         "`pipeline/common/comm_vocabulary.py` that the parser uses too; tracehouse rewrites the rows "
         "whenever it builds the views, so add custom kernels to `comm_kernel_patterns` instead",
     ),
+    "device_peaks": (
+        None,
+        "one row per device key and dtype of the peak table in `pipeline/common/hardware.py` (the "
+        "denominator of MFU where a run's manifest states no peak); tracehouse rewrites the rows "
+        "whenever it builds the views",
+    ),
 }
 # Tables outside sql/raw documented here because their rows come from the user or from
 # tracehouse's own definitions (sql/seeds), not from views.
-INPUT_TABLES = {"comm_kernel_patterns", "comm_vocabulary"}
+INPUT_TABLES = {"comm_kernel_patterns", "comm_vocabulary", "device_peaks"}
 KEY_NOTES = {
     "study": "study name",
     "run_id": "run id",
@@ -100,6 +106,10 @@ TABLE_NOTES = {
     "host_op_prefix, host_op_name (host ops that are communication, not compute), comm_span_prefix "
     "(communication spans of a CPU-only rank)",
     ("comm_vocabulary", "pattern"): "a literal string (no wildcards): prefix, substring or whole name",
+    ("device_peaks", "match_order"): "a device name matches the first key it contains (lowest match_order)",
+    ("device_peaks", "device_key"): "matched case-insensitively as a substring of the device name",
+    ("device_peaks", "dtype"): "bf16, fp16, tf32 or fp32",
+    ("device_peaks", "peak_flops"): "dense, per device (vendor datasheets)",
 }
 UNITS = [
     ("_unix_ns", "ns since the Unix epoch"),
