@@ -28,6 +28,7 @@ from tracehouse.pipeline.common.errors import (
     one_line,
 )
 from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
+from tracehouse.pipeline.ingest.lifeline import tie_to
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
@@ -240,13 +241,14 @@ def tracehouse_settings() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key.startswith(SETTINGS_PREFIX)}
 
 
-def prepare_worker(hashes: frozenset[str], settings: dict[str, str]) -> None:
-    """Pool worker initializer: keep the registered content hashes, and take the driver's settings.
+def prepare_worker(hashes: frozenset[str], settings: dict[str, str], driver_pid: int) -> None:
+    """Pool worker initializer: keep the registered content hashes, take the driver's settings, die with it.
 
     A worker forks from a server started earlier, perhaps before the driver changed a setting
     (a notebook, a test), so its TRACEHOUSE_* variables are made the driver's at this ingest.
     """
     global _registered
+    tie_to(driver_pid)
     _registered = hashes
     for key in [key for key in os.environ if key.startswith(SETTINGS_PREFIX) and key not in settings]:
         del os.environ[key]
