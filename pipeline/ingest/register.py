@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tracehouse.pipeline.common.errors import one_line
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.discovery.jobs import RunSource, TraceJob
 from tracehouse.pipeline.discovery.ranks import rank_claim_reason
 from tracehouse.pipeline.ingest.catalog import (
@@ -118,6 +118,7 @@ class Batch:
         self.open = OpenTasks(traces)
         self.claims: dict[Run, dict[int, list[FileOutcome]]] = {}  # unsettled rank claims
         self.seen: set[str] = set()  # content hashes this ingest registered or claimed a rank with
+        self.pending_runs: dict[Run, dict[str, Any]] = {}  # new runs' rows, registered with their first file
 
     @contextmanager
     def phase(self, connection: Any) -> Iterator[None]:
@@ -144,6 +145,11 @@ class Batch:
     def accept(self, outcome: FileOutcome) -> None:
         """Register, skip or fail one task's outcome, then settle the rank claims it may free."""
         job = self.open.finish(outcome.path) if outcome.kind == "trace" else None
+        if outcome.warehouse_fault:  # the disk or the folder, not the file: every other file would fail too
+            raise WarehouseError(
+                f"{outcome.path}: {outcome.reason}; the files registered before are kept, "
+                "nothing half-written is: fix that, then run the same ingest again"
+            )
         if outcome.status == "failed":
             self.fail(
                 outcome.path, outcome.content_hash, outcome.reason or "failed", internal=outcome.internal
@@ -223,7 +229,12 @@ class Batch:
 
     def _register(self, outcome: FileOutcome) -> None:
         row = {**outcome.row, "ingested_at": datetime.now(timezone.utc)}
-        register_file(self._connection, REGISTERS[outcome.kind], row, list(outcome.files), outcome.tables)
+        run = (row.get("study"), row.get("run_id"))
+        run_row = self.pending_runs.get(run)
+        register_file(
+            self._connection, REGISTERS[outcome.kind], row, list(outcome.files), outcome.tables, run_row
+        )
+        self.pending_runs.pop(run, None)
         self.seen.add(outcome.content_hash or "")
 
     def _report_loaded(self, outcome: FileOutcome) -> None:

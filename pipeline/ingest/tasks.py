@@ -26,6 +26,7 @@ from tracehouse.pipeline.common.errors import (
     InputFileError,
     RankConflictError,
     one_line,
+    system_fault,
 )
 from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
 from tracehouse.pipeline.ingest.lifeline import tie_to
@@ -62,6 +63,11 @@ class FileOutcome:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # rows for DuckDB tables, by table
     n_rows: int = 0  # events of a trace, samples of a power log, points of an nccl-tests file
     warnings: tuple[str, ...] = ()  # one line each, about a file that loaded
+    warehouse_fault: bool = False  # its partitions could not be written (disk full, read-only): stop
+
+
+class WarehouseWriteFault(Exception):
+    """A file's partitions could not be written for a reason of the system (`errors.system_fault`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,7 +191,14 @@ def _load(
         if content_hash in registered:
             return FileOutcome(kind=kind, path=str(path), status="skipped", content_hash=content_hash)
         parsed = parse(size, content_hash)
-        files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+        try:
+            files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+        except Exception as exc:
+            if (fault := system_fault(exc)) is not None:
+                raise WarehouseWriteFault(
+                    f"cannot write its partitions into {warehouse_dir}: {fault}"
+                ) from exc
+            raise
         try:
             row = parsed.row()
         except BaseException:
@@ -213,6 +226,8 @@ def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutc
         return work()
     except (InputFileError, RankConflictError) as exc:
         reason = exc.reason if isinstance(exc, InputFileError) else str(exc)
+    except WarehouseWriteFault as exc:
+        return FileOutcome(kind=kind, path=str(path), status="failed", reason=str(exc), warehouse_fault=True)
     except OSError as exc:
         reason = f"cannot read: {exc.strerror or exc}"
     except Exception as exc:
