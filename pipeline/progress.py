@@ -21,7 +21,7 @@ class Progress(Protocol):
         """A task is back with one file (its outcome may wait until its run's rank claims settle)."""
 
     def file_done(self, path: str, status: str, detail: str) -> None:
-        """One file finished: status is loaded, skipped or failed; detail is one line."""
+        """One file finished: status is loaded, repaired, skipped or failed; detail is one line."""
 
     def finish(self) -> None:
         """All files are done."""

@@ -220,6 +220,13 @@ def refresh_materialized(
     return names
 
 
+def refresh_runs_now(connection: duckdb.DuckDBPyConnection, runs: set[tuple[str, str]]) -> list[str]:
+    """Recompute (or drop) these runs' materialized rows, record the stamps, in the caller's transaction."""
+    names = refresh_runs(connection, load_sql_files(), runs)
+    _record_stamps(connection)
+    return names
+
+
 @contextmanager
 def transaction(connection: duckdb.DuckDBPyConnection, *, checkpoint: bool = False) -> Iterator[None]:
     """Run the block in one transaction: committed if it completes, rolled back if it raises.

@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError, one_line, system_fault
 from tracehouse.pipeline.common.manifest import STATED_FACTS
-from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, duckdb_file
+from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, Partition, duckdb_file
 from tracehouse.pipeline.warehouse import connect, is_locked, transaction
 
 LOCK_NAME = ".ingest.lock"
@@ -98,7 +98,7 @@ def register_file(
     connection: duckdb.DuckDBPyConnection,
     table: str,
     row: dict,
-    files: list[tuple[str, str, int]],
+    files: list[Partition],
     tables: dict[str, pl.DataFrame] | None = None,
     run_row: dict | None = None,
 ) -> None:
@@ -113,10 +113,15 @@ def register_file(
         if run_row is not None:
             upsert_run(connection, run_row)
         if files:
-            values = ", ".join("(?, ?, ?, ?)" for _ in files)
+            values = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in files)
             connection.execute(
-                f"INSERT INTO parquet_files (table_name, path, n_rows, content_hash) VALUES {values}",
-                [v for name, path, n_rows in files for v in (name, path, n_rows, row["content_hash"])],
+                "INSERT INTO parquet_files (table_name, path, n_rows, size_bytes, crc32, content_hash) "
+                f"VALUES {values}",
+                [
+                    v
+                    for p in files
+                    for v in (p.table, p.path, p.n_rows, p.size_bytes, p.crc32, row["content_hash"])
+                ],
             )
         for table_name, frame in (tables or {}).items():
             _insert_frame(connection, table_name, frame)
@@ -127,14 +132,14 @@ def register_file(
 
 
 def partition_problem(
-    connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, files: Iterable[tuple[str, str, int]]
+    connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, files: Iterable[Partition]
 ) -> str | None:
     """Why the driver cannot register a worker's partitions (missing, unreadable, other row counts), or None.
 
     Only the footers' row counts are read, by DuckDB, every partition of the file in one query
     (0.13 ms a partition on the dev VM; through Polars, 2-4 ms).
     """
-    expected = {relative: n_rows for _, relative, n_rows in files}
+    expected = {p.path: p.n_rows for p in files}
     if not expected:  # DuckDB's metadata function refuses an empty list
         return None
 
@@ -182,6 +187,13 @@ def rank_holder(connection: duckdb.DuckDBPyConnection, study: str, run_id: str, 
         [study, run_id, rank],
     ).fetchall()
     return rows[0] if rows else None
+
+
+def forget_file(connection: duckdb.DuckDBPyConnection, content_hash: str) -> None:
+    """Remove a registered trace's or power log's catalog rows (its Parquet files stay: being replaced)."""
+    with transaction(connection):
+        for table in ("parquet_files", "traces", "power_files"):
+            connection.execute(f"DELETE FROM {table} WHERE content_hash = ?", [content_hash])
 
 
 def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, content_hash: str) -> None:

@@ -31,6 +31,7 @@ from tracehouse.pipeline.ingest.catalog import (
     run_registered,
 )
 from tracehouse.pipeline.ingest.engine import IN_PROCESS
+from tracehouse.pipeline.ingest.integrity import damaged_partitions
 from tracehouse.pipeline.ingest.register import BUSY_WAIT_S, Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.runner import Task, run_tasks
 from tracehouse.pipeline.ingest.summary import IngestSummary
@@ -136,7 +137,11 @@ def _catalog_phase(
         reporter.start(n_tasks + len(found.errors))
         for path, reason in found.errors:
             batch.fail_unread(path, reason)
-        return registered_hashes(connection)
+        # a registered file whose partitions are damaged is parsed again, and repaired
+        given = [str(job.path) for job in (*found.traces, *found.power)]
+        damaged = damaged_partitions(connection, batch.warehouse_dir, deep=False, deep_sources=given)
+        batch.damaged = {d.content_hash for d in damaged}
+        return registered_hashes(connection) - batch.damaged
 
 
 def _register(

@@ -26,6 +26,9 @@ class IngestSummary:
     nccl_tests_files: int = 0  # nccl-tests output files loaded (their points: network_curves)
     seconds: float = 0.0
     runs: list[str] = field(default_factory=list)  # "study/run_id" of every run the given paths hold
+    repaired: list[str] = field(
+        default_factory=list
+    )  # registered files whose damaged partitions were re-written
 
     @property
     def exit_code(self) -> int:
@@ -48,6 +51,7 @@ class IngestSummary:
             "nccl_tests_files": self.nccl_tests_files,
             "seconds": round(self.seconds, 3),
             "runs": list(self.runs),
+            "repaired": list(self.repaired),
         }
 
     def notice_lines(self, prefix: str) -> list[str]:
@@ -68,8 +72,10 @@ class IngestSummary:
         lines = self.notice_lines(prefix) + self.runs_lines(prefix)
         not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
         nccl_tests = f", {self.nccl_tests_files} nccl-tests files" if self.nccl_tests_files else ""
+        repaired = f", {len(self.repaired)} repaired" if self.repaired else ""
         lines.append(
-            f"{prefix}: {self.loaded} loaded, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "
+            f"{prefix}: {self.loaded} loaded{repaired}, {self.skipped} skipped, "
+            f"{len(self.failed)} failed{not_traces}, "
             f"{self.events} events, {self.power_files} power logs{nccl_tests} in {self.seconds:.1f} s "
             f"-> {self.warehouse}"
         )

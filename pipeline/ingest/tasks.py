@@ -34,7 +34,7 @@ from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
 from tracehouse.pipeline.parsers.nccl_tests.result import NcclTestsResult
-from tracehouse.pipeline.partitions import TRACE_TABLES
+from tracehouse.pipeline.partitions import TRACE_TABLES, Partition
 from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
 
 HASH_CHUNK = 1 << 20
@@ -59,7 +59,7 @@ class FileOutcome:
     reason: str | None = None
     internal: bool = False  # failed by a tracehouse bug, not by its input
     row: dict[str, Any] = field(default_factory=dict)  # the traces / power_files / network_files row
-    files: tuple[tuple[str, str, int], ...] = ()  # (table, path relative to warehouse, rows)
+    files: tuple[Partition, ...] = ()  # the partitions written
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # rows for DuckDB tables, by table
     n_rows: int = 0  # events of a trace, samples of a power log, points of an nccl-tests file
     warnings: tuple[str, ...] = ()  # one line each, about a file that loaded
