@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from tracehouse.pipeline.cli.options import add_json_option, add_warehouse_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `check` subcommand."""
@@ -17,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "partition and the source files whose ingest repairs it. Reads only; exit status 1 when any "
         "partition is damaged.",
     )
-    p.add_argument("--warehouse", required=True, metavar="DIR", help="warehouse directory")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_warehouse_option(p)
+    add_json_option(p, "the damaged partitions")
     p.set_defaults(handler=run)
 
 

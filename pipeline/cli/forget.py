@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import sys
+
+from tracehouse.pipeline.cli.options import add_json_option, add_warehouse_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_id", metavar="RUN", help="the run to remove")
     p.add_argument("--study", help="its study, when the run id is in several")
-    p.add_argument("--warehouse", required=True, metavar="DIR", help="warehouse directory")
+    add_warehouse_option(p)
+    add_json_option(p, "what was removed")
     p.set_defaults(handler=run)
 
 
@@ -23,5 +29,8 @@ def run(args: argparse.Namespace) -> int:
     """Forget the run and say what went."""
     from tracehouse.pipeline.ingest.forget import forget_run
 
-    print(forget_run(args.warehouse, args.run_id, study=args.study).line())
+    forgotten = forget_run(args.warehouse, args.run_id, study=args.study)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(forgotten), indent=2))
+    print(forgotten.line(), file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -11,6 +11,8 @@ import math
 import sys
 from typing import Any
 
+from tracehouse.pipeline.cli.options import add_warehouse_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `query` subcommand."""
@@ -20,8 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run read-only SQL on a warehouse (opened read-only; statements that write are refused).",
     )
     p.add_argument("sql", metavar="SQL", help='the query, e.g. "select * from step_breakdown limit 5"')
-    p.add_argument("--warehouse", required=True, metavar="DIR", help="warehouse directory")
+    add_warehouse_option(p)
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="the same as --format json"
+    )
     p.set_defaults(handler=run)
 
 
