@@ -1,10 +1,14 @@
-"""The public views' contracts (`sql/views/**/<name>.contract.toml`) and `docs/views.md` made from them.
+"""The public views' contracts (`sql/views/**/<name>.contract.toml`) and what is made from them.
 
-Run `python -m tracehouse.pipeline.view_docs` to regenerate the page; a test fails when it drifts.
+Made from them: `docs/views.md` (run `python -m tracehouse.pipeline.view_docs` to regenerate it;
+a test fails when it drifts), the DuckDB comments on every public view and its columns (so any
+DuckDB client shows them), and `wh.views()`.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +47,36 @@ class Contract:
 def load_contracts(views_dir: Path = VIEWS_DIR) -> list[Contract]:
     """Every contract under views_dir, in file-name order."""
     return [_read(path) for path in sorted(views_dir.rglob("*.contract.toml"), key=lambda p: p.name)]
+
+
+@functools.cache
+def contracts_by_relation() -> dict[str, Contract]:
+    """The packaged contracts by relation name (read once per process)."""
+    return {c.relation: c for c in load_contracts()}
+
+
+def meaning(contract: Contract) -> str:
+    """The view's meaning in one sentence: the first of its description."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", contract.description, maxsplit=1)[0]
+
+
+def column_meaning(column: Column) -> str:
+    """A column's meaning with its unit, e.g. `compute time (us)`."""
+    return f"{column.doc} ({column.unit})" if column.unit else column.doc
+
+
+def comment_statements(contract: Contract, kind: str) -> list[str]:
+    """`COMMENT ON` statements giving the relation (kind: VIEW or TABLE) and its columns their meanings."""
+    statements = [f"COMMENT ON {kind} {contract.relation} IS {_literal(meaning(contract))}"]
+    statements += [
+        f'COMMENT ON COLUMN {contract.relation}."{c.name}" IS {_literal(column_meaning(c))}'
+        for c in contract.columns
+    ]
+    return statements
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"  # COMMENT ON takes no prepared parameters
 
 
 def _read(path: Path) -> Contract:

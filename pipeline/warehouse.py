@@ -28,6 +28,7 @@ from tracehouse.pipeline.sql_runner import (
     fill_seed,
     load_sql_files,
 )
+from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
 
 DB_NAME = "tracehouse.duckdb"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.
@@ -350,12 +351,14 @@ def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def sql_digest(files: list[SqlFile]) -> str:
-    """A digest of every SQL file's name and text, and of the rows of every seeds/ table."""
+    """A digest of every SQL file's name and text, of the rows of every seeds/ table and of the comments."""
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.label):
         digest.update(f"{f.label}\0{f.text}\0".encode())
         if f.seeded:
             digest.update(f"{sorted(SEEDS[f.name]())!r}\0".encode())
+        if f.name in contracts_by_relation():  # a changed meaning is an outdated comment
+            digest.update(f"{comment_statements(contracts_by_relation()[f.name], '')!r}\0".encode())
     return digest.hexdigest()
 
 
