@@ -238,7 +238,7 @@ class Warehouse:
         if not self.connection.sql(exists).fetchall()[0][0]:
             raise WarehouseError(
                 f"{self.directory}: no projections yet; make them with "
-                "tracehouse project --warehouse DIR --study S --world-sizes 8,16,..."
+                "tracehouse.project(DIR, study=S, world_sizes=[8, 16, ...])"
             )
         return _filtered(
             self.connection, "projections", {"study": study, "run_id": run, "scenario": scenario}

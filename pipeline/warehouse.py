@@ -75,7 +75,8 @@ def connect(
     path = db_path(warehouse_dir)
     if not path.is_file():
         raise WarehouseError(
-            f"{warehouse_dir}: no warehouse here (no {DB_NAME}); create one with tracehouse ingest"
+            f"{warehouse_dir}: no warehouse here (no {DB_NAME}); "
+            "create one with tracehouse ingest (tracehouse.ingest in Python)"
         )
     try:
         wait_s = (READ_WAIT_S if read_only else 0.0) if wait_s is None else wait_s
@@ -419,7 +420,7 @@ def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
         if "warehouse_meta" not in stored_tables(connection):  # a DuckDB file tracehouse did not make
             raise WarehouseError(
                 f"{warehouse_dir}: {DB_NAME} is no tracehouse warehouse (no warehouse_meta table); "
-                "create one with tracehouse ingest"
+                "create one with tracehouse ingest (tracehouse.ingest in Python)"
             )
         if views_are_current(connection):
             return connection
