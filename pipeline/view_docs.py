@@ -65,12 +65,13 @@ def column_meaning(column: Column) -> str:
     return f"{column.doc} ({column.unit})" if column.unit else column.doc
 
 
-def comment_statements(contract: Contract, kind: str) -> list[str]:
-    """`COMMENT ON` statements giving the relation (kind: VIEW or TABLE) and its columns their meanings."""
-    statements = [f"COMMENT ON {kind} {contract.relation} IS {_literal(meaning(contract))}"]
+def comment_statements(contract: Contract, kind: str, name: str | None = None) -> list[str]:
+    """`COMMENT ON` statements giving the relation (kind: VIEW or TABLE; name: qualified, else the
+    contract's) and its columns their meanings."""
+    name = name or contract.relation
+    statements = [f"COMMENT ON {kind} {name} IS {_literal(meaning(contract))}"]
     statements += [
-        f'COMMENT ON COLUMN {contract.relation}."{c.name}" IS {_literal(column_meaning(c))}'
-        for c in contract.columns
+        f'COMMENT ON COLUMN {name}."{c.name}" IS {_literal(column_meaning(c))}' for c in contract.columns
     ]
     return statements
 
@@ -99,6 +100,8 @@ def render(contracts: list[Contract]) -> str:
         "Generated from `sql/views/**/*.contract.toml` by `python -m tracehouse.pipeline.view_docs`;",
         "do not edit by hand. Every rule behind these numbers is in METHODOLOGY.md and",
         "`docs/methodology-decisions.md`. Durations are µs (DOUBLE), instants ns since the epoch.",
+        "The first sentence of each description is the view's DuckDB comment (and its `meaning` in",
+        "`wh.views()`); each column's meaning and unit are its column comment.",
         "",
     ]
     for c in contracts:

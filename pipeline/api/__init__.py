@@ -8,6 +8,7 @@ The Python API, over the same library the `tracehouse` command uses:
     wh.scale_points(study="llama2").pl()                     # one method per public view
     wh.sql("select * from step_breakdown where rank = 0").df()
     wh.charts.breakdown(study="llama2")                      # the report's Altair charts
+    wh.views()                                               # the public views and what they mean
     wh.diff("fsdp-ws4", "fsdp_tp-ws4-tp2")                   # what changed between two runs
     wh.report("report.html")
     tracehouse.project("warehouse", study="llama2", world_sizes=[64, 2048])  # `tracehouse project`

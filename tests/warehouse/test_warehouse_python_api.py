@@ -79,6 +79,22 @@ def test_an_outdated_warehouse_read_in_memory_has_the_comments_too(sample_wareho
     assert {key: columns[key] for key in want_columns} == want_columns
 
 
+def test_a_run_recomputed_in_memory_keeps_the_comments(sample_warehouse, tmp_path):
+    """A run whose inputs changed after the refresh (an ingest under way) is recomputed in memory, its
+    materialized tables shadowed by temporary views: those carry the meaning too."""
+    copy = shutil.copytree(sample_warehouse, tmp_path / "wh")
+    with duckdb.connect(str(copy / "tracehouse.duckdb")) as con:
+        con.execute(
+            "UPDATE run_manifests SET ingested_at = ingested_at + INTERVAL 1 SECOND WHERE run_id = 'ddp-ws4'"
+        )
+    with tracehouse.open(copy) as wh:
+        shown = wh.connection.sql(
+            "SELECT database_name, view_name, comment FROM duckdb_views() WHERE view_name = 'power_samples'"
+        ).fetchall()
+    (power,) = [c for c in CONTRACTS if c.relation == "power_samples"]
+    assert shown == [("temp", "power_samples", meaning(power))]
+
+
 def test_the_warehouse_shows_as_a_table_and_reprs_in_one_line(sample_warehouse):
     wh = tracehouse.open(sample_warehouse)
     assert repr(wh) == f"tracehouse.Warehouse({str(sample_warehouse)!r}): 1 study, 9 runs, 22 rank traces"
