@@ -92,24 +92,29 @@ class Warehouse:
         """The folder and what it holds, on one line."""
         try:
             studies, runs, traces = self.connection.sql(_COUNTS).fetchall()[0]
-        except duckdb.Error:  # closed
+        except duckdb.ConnectionException:
             return f"tracehouse.Warehouse({str(self.directory)!r}) (closed)"
+        except duckdb.Error as exc:  # a repr never raises: a warehouse made by hand may lack columns
+            return f"tracehouse.Warehouse({str(self.directory)!r}) ({one_line(exc)})"
         study_word = "study" if studies == 1 else "studies"
         return (
             f"tracehouse.Warehouse({str(self.directory)!r}): {studies} {study_word}, {runs} runs, "
             f"{traces or 0} rank traces"
         )
 
-    def _repr_html_(self) -> str:
-        """The warehouse's runs as a table (a notebook shows this)."""
+    def _repr_html_(self) -> str | None:
+        """The warehouse's runs as a table (a notebook shows this); None (the repr instead) when closed."""
         caption = f"{self!r}; wh.views() lists the public views"
-        relation = self.connection.sql(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY ALL")
-        return html_table(_RUN_COLUMNS, relation.fetchall(), caption)
+        try:
+            rows = self.connection.sql(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY ALL").fetchall()
+        except duckdb.Error:
+            return None
+        return html_table(_RUN_COLUMNS, rows, caption)
 
     def views(self) -> pl.DataFrame:
         """The public views, one row each: name, meaning (also its DuckDB comment), grain and columns."""
         import polars as pl
-        from tracehouse.pipeline.view_docs import load_contracts, meaning
+        from tracehouse.pipeline.view_docs import contracts_by_relation, meaning
 
         rows = [
             {
@@ -118,7 +123,7 @@ class Warehouse:
                 "grain": c.grain,
                 "columns": [col.name for col in c.columns],
             }
-            for c in load_contracts()
+            for c in contracts_by_relation().values()
         ]
         return pl.DataFrame(rows)
 

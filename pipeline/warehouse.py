@@ -196,9 +196,7 @@ def create_warehouse(warehouse_dir: Path) -> Path:
         raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {one_line(exc)}") from exc
     except OSError as exc:
         raise WarehouseError(f"{warehouse_dir}: cannot create the warehouse: {_reason(exc)}") from exc
-    with closed_on_error(connection):
-        _configured(connection, warehouse_dir)
-    with connection:
+    with _configured(connection, warehouse_dir):
         create_raw_relations(connection)
     return warehouse_dir
 

@@ -102,6 +102,7 @@ def test_the_warehouse_shows_as_a_table_and_reprs_in_one_line(sample_warehouse):
     assert table.count("<tr>") == 10 and "<td style='text-align:left'>fsdp_tp-ws4-tp2</td>" in table
     wh.close()
     assert repr(wh) == f"tracehouse.Warehouse({str(sample_warehouse)!r}) (closed)"
+    assert wh._repr_html_() is None  # a notebook shows the repr
 
 
 def test_a_run_diff_shows_as_tables_and_a_frame(sample_warehouse):
