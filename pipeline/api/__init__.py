@@ -8,6 +8,7 @@ The Python API, over the same library the `tracehouse` command uses:
     wh.scale_points(study="llama2").pl()                     # one method per public view
     wh.sql("select * from step_breakdown where rank = 0").df()
     wh.charts.breakdown(study="llama2")                      # the report's Altair charts
+    wh.views()                                               # the public views and what they mean
     wh.diff("fsdp-ws4", "fsdp_tp-ws4-tp2")                   # what changed between two runs
     wh.report("report.html")
     tracehouse.project("warehouse", study="llama2", world_sizes=[64, 2048])  # `tracehouse project`
@@ -20,6 +21,7 @@ warehouse is opened.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +32,22 @@ if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
     from tracehouse.pipeline.reading import Charts, Warehouse
 
+
+def _version() -> str:
+    """The installed distribution's version; "0+unknown" when run from a tree that was never installed."""
+    try:
+        return metadata.version("tracehouse")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 __all__ = [
     "Charts",
     "IngestSummary",
     "TracehouseError",
     "Warehouse",
     "WarehouseError",
+    "__version__",
     "ingest",
     "open",
     "project",
@@ -43,7 +55,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`tracehouse.Warehouse` and `tracehouse.Charts`, imported on first use."""
+    """`tracehouse.Warehouse` and `tracehouse.Charts`, imported on first use; `__version__`, read on use."""
+    if name == "__version__":  # reading package metadata costs every training rank's import otherwise
+        return _version()
     if name in ("Warehouse", "Charts"):
         from tracehouse.pipeline import reading
 
@@ -66,17 +80,32 @@ def ingest(
     run: str | None = None,
     ranks: Mapping[str, int] | None = None,
     scheduler: str | None = None,
-    progress: str = "off",
+    progress: str | None = None,
+    facts: Mapping[str, Any] | None = None,
 ) -> IngestSummary:
     """Ingest trace files or folders (and their runs' power logs) into a warehouse, as `tracehouse ingest`.
 
     `ranks` maps a file to its rank (`--rank FILE=N`), `scheduler` is a Dask scheduler address,
-    `progress` is "off", "auto", "bar" or "lines". The summary lists what loaded, failed and was skipped.
+    `progress` is "off", "auto", "bar" or "lines" (None: one updating line in a notebook, else
+    nothing), `facts` states manifest fields for the runs found without a manifest.json (e.g.
+    `{"tokens_per_step": 4096, "dtype": "bf16"}`). The summary lists what loaded, failed and was
+    skipped, and the runs the files went into.
     """
     from tracehouse.pipeline.ingest.driver import ingest as run_ingest  # Dask loads only when ingesting
+    from tracehouse.pipeline.progress import in_notebook
+
+    if progress is None:
+        progress = "auto" if in_notebook() else "off"
 
     return run_ingest(
-        paths, warehouse, study=study, run=run, ranks=ranks, scheduler=scheduler, progress=progress
+        paths,
+        warehouse,
+        study=study,
+        run=run,
+        ranks=ranks,
+        scheduler=scheduler,
+        progress=progress,
+        facts=facts,
     )
 
 

@@ -44,6 +44,10 @@ SINGLE_PROCESS = "single-process"
 # The kind of an nccl-tests task, and the source its network_files and network_curve_points rows name.
 NCCL_TESTS = "nccl-tests"
 
+# How a reason names the ranks a user states: the same text is stored (ingest_errors) and read by
+# command-line and Python users alike, so it names the option of both.
+RANK_OPTION = "--rank (Python: ranks=)"
+RANK_OPTION_FORM = "--rank FILE=N (Python: ranks={FILE: N})"
 # How an internal error's reason begins (ingest_errors.reason, the terminal, --json).
 INTERNAL_PREFIX = "internal error (a tracehouse bug, not a fault of the file; please report this line): "
 
@@ -96,7 +100,7 @@ def hash_file(path: Path) -> tuple[int, str]:
 def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
     """The file's rank and where it came from; never a guess."""
     if job.rank is not None:
-        said_by = "manifest.json" if job.rank_source == "manifest" else "--rank"
+        said_by = "manifest.json" if job.rank_source == "manifest" else RANK_OPTION
         if meta.rank is not None and meta.rank != job.rank:
             raise RankConflictError(f"{said_by} says rank {job.rank} but distributedInfo.rank is {meta.rank}")
         return job.rank, job.rank_source or "option"
@@ -106,7 +110,7 @@ def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
         return 0, SINGLE_PROCESS
     raise RankConflictError(
         "no rank: the trace has no distributedInfo.rank; "
-        "list it in manifest.json traces or pass --rank FILE=N"
+        f"list it in manifest.json traces or pass {RANK_OPTION_FORM}"
     )
 
 

@@ -216,7 +216,7 @@ def test_rank_option_contradicting_distributed_info_fails(tmp_path):
     write_trace(tmp_path / "r" / "t.json", rank=1)
     summary = ingest([tmp_path / "r"], tmp_path / "wh", ranks={"t.json": 0})
     assert summary.failed == [
-        (str(tmp_path / "r" / "t.json"), "--rank says rank 0 but distributedInfo.rank is 1")
+        (str(tmp_path / "r" / "t.json"), "--rank (Python: ranks=) says rank 0 but distributedInfo.rank is 1")
     ]
 
 
