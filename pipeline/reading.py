@@ -7,6 +7,7 @@ folder (`warehouse.connect`), so the raw Parquet views resolve from any working 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.display import html_table, offline
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.sandbox import seal, sealed
+from tracehouse.pipeline.warehouse import closed_on_error, open_for_query
 
 if TYPE_CHECKING:  # altair takes seconds to import: only chart and report calls pay for it
     import altair as alt
@@ -44,16 +46,31 @@ def check_read_only(sql: str) -> None:
 
 
 def open_reader(warehouse_dir: str | Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection over a warehouse (its relative Parquet paths resolve from anywhere)."""
+    """A read-only connection over a warehouse for tracehouse's own queries (its relative Parquet paths
+    resolve from anywhere); a user's SQL runs on `open_sealed`."""
     return open_for_query(Path(warehouse_dir).absolute())
 
 
-def query(warehouse_dir: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Column names and rows of the last statement, run on a read-only connection."""
+def open_sealed(warehouse_dir: str | Path, *, allow: Iterable[str | Path] = ()) -> duckdb.DuckDBPyConnection:
+    """A connection in the query sandbox: it reads the warehouse and nothing else (see `sandbox`).
+
+    `allow`: directories whose files the user's SQL may also read (and write: DuckDB's rule).
+    """
+    directory = Path(warehouse_dir).absolute()
+    connection = open_for_query(directory)
+    with closed_on_error(connection):
+        seal(connection, directory, allow=[Path(d) for d in allow])
+    return connection
+
+
+def query(
+    warehouse_dir: str | Path, sql: str, *, allow: Iterable[str | Path] = ()
+) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of the last statement, run in the query sandbox."""
     check_read_only(sql)
-    with open_reader(warehouse_dir) as connection:
+    with open_sealed(warehouse_dir, allow=allow) as connection:
         try:
-            result = connection.execute(sql)
+            result = sealed(connection, Path(warehouse_dir), lambda: connection.execute(sql))
             columns = [d[0] for d in result.description or []]
             return columns, result.fetchall()
         except duckdb.Error as exc:
@@ -77,9 +94,9 @@ class Warehouse:
     filtered by the given study, run and rank. Close it (or use `with`) to release the file.
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, allow_files: Iterable[str | Path] = ()) -> None:
         self.directory = Path(directory).absolute()
-        self.connection = open_reader(self.directory)
+        self.connection = open_sealed(self.directory, allow=allow_files)
         self.charts = Charts(self)
 
     def __enter__(self) -> Warehouse:
@@ -132,10 +149,10 @@ class Warehouse:
         self.connection.close()
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Any read-only SQL over the warehouse, as a DuckDB relation."""
+        """Any read-only SQL over the warehouse, as a DuckDB relation (in the query sandbox)."""
         check_read_only(query)
         try:
-            return self.connection.sql(query)
+            return sealed(self.connection, self.directory, lambda: self.connection.sql(query))
         except duckdb.Error as exc:
             raise WarehouseError(one_line(exc)) from exc
 

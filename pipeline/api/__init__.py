@@ -65,11 +65,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracehouse' has no attribute {name!r}")
 
 
-def open(directory: str | Path) -> Warehouse:
-    """Open a warehouse directory read-only (it is never written); WarehouseError when it cannot be read."""
+def open(directory: str | Path, *, allow_files: Iterable[str | Path] = ()) -> Warehouse:
+    """Open a warehouse directory read-only (it is never written); WarehouseError when it cannot be read.
+
+    Its SQL reads the warehouse and nothing else; `allow_files` names directories whose files it
+    may read too (DuckDB then lets it write there as well).
+    """
     from tracehouse.pipeline.reading import Warehouse
 
-    return Warehouse(directory)
+    return Warehouse(directory, allow_files=allow_files)
 
 
 def ingest(

@@ -9,6 +9,7 @@ import decimal
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from tracehouse.pipeline.cli.options import add_warehouse_option
@@ -27,6 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json", dest="format", action="store_const", const="json", help="the same as --format json"
     )
+    p.add_argument(
+        "--allow-files",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="also let the SQL read files under DIR (repeatable; DuckDB then lets it write there too). "
+        "Without it a query reads the warehouse and nothing else",
+    )
     p.set_defaults(handler=run)
 
 
@@ -34,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the query and print its rows."""
     from tracehouse.pipeline.reading import query  # the warehouse loads only when it runs
 
-    columns, rows = query(args.warehouse, args.sql)
+    columns, rows = query(args.warehouse, args.sql, allow=args.allow_files)
     {"table": print_table, "csv": print_csv, "json": print_json}[args.format](columns, rows)
     return 0
 
