@@ -29,6 +29,7 @@ from tracehouse.pipeline.common.errors import (
     system_fault,
 )
 from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
+from tracehouse.pipeline.discovery.ranks import RANK_OPTION, RANK_OPTION_FORM
 from tracehouse.pipeline.ingest.lifeline import tie_to
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
@@ -44,10 +45,6 @@ SINGLE_PROCESS = "single-process"
 # The kind of an nccl-tests task, and the source its network_files and network_curve_points rows name.
 NCCL_TESTS = "nccl-tests"
 
-# How a reason names the ranks a user states: the same text is stored (ingest_errors) and read by
-# command-line and Python users alike, so it names the option of both.
-RANK_OPTION = "--rank (Python: ranks=)"
-RANK_OPTION_FORM = "--rank FILE=N (Python: ranks={FILE: N})"
 # How an internal error's reason begins (ingest_errors.reason, the terminal, --json).
 INTERNAL_PREFIX = "internal error (a tracehouse bug, not a fault of the file; please report this line): "
 

@@ -157,7 +157,9 @@ def test_unknown_rank_option_is_an_error(tmp_path, capsys):
         ["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--rank", "nope.json=1"]
     )
     assert (
-        code == 1 and "error: nope.json: --rank names no trace file being ingested" in capsys.readouterr().err
+        code == 1
+        and "error: nope.json: --rank (Python: ranks=) names no trace file being ingested"
+        in capsys.readouterr().err
     )
 
 
