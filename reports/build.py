@@ -47,6 +47,8 @@ def build_page(
     strategies = frame(
         con, "SELECT DISTINCT strategy FROM runs WHERE study = $1 AND strategy IS NOT NULL ORDER BY 1", study
     )["strategy"].to_list()
+    # the picker offers the strategies when there are several; each then gets its own headline
+    picked = strategies if len(strategies) > 1 else []
     return Page(
         study=study,
         warehouse=warehouse_label,
@@ -54,6 +56,7 @@ def build_page(
         version=_version(),
         strategies=strategies,
         headline=headline(con, study),
+        headline_by_strategy={name: headline(con, study, name) for name in picked},
         sections=[
             breakdown_section(con, study),
             waits_section(con, study),

@@ -54,6 +54,8 @@ class Section:
     title: str
     intro: str | None = None
     figures: list[Figure] = field(default_factory=list)
+    # the intro's data sentence for one strategy's runs, shown when the page's picker chooses it
+    intro_by_strategy: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -66,6 +68,8 @@ class Page:
     version: str
     strategies: list[str]
     headline: list[Fact]
+    # the headline of one strategy's runs, shown when the page's picker chooses it
+    headline_by_strategy: dict[str, list[Fact]] = field(default_factory=dict)
     sections: list[Section]
     methodology: Methodology
     provenance: list[Table]

@@ -45,7 +45,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Scaling efficiency",
         "against the smallest scale point of the study, fixed global batch: "
-        "(throughput ratio) / (device ratio). 100 % is linear scaling.",
+        "(throughput ratio) / (device ratio). 100 % is linear scaling. The headline measures each "
+        "strategy against its own smallest scale point instead (scale_points.strategy_scaling_efficiency); "
+        "where several runs share that size, against the best of them.",
     ),
     ("Marginal throughput", "extra tokens/s per extra device between consecutive scale points."),
     (

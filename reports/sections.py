@@ -14,6 +14,7 @@ import tracehouse.reports.charts.scaling as charts_scaling
 import tracehouse.reports.charts.waits as charts_waits
 from tracehouse.pipeline.compare import RunDiff
 from tracehouse.reports.html import Figure, Section
+from tracehouse.reports.source import frame
 
 
 def breakdown_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
@@ -56,11 +57,11 @@ def waits_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
     return Section(
         id="waits",
         title="What the step waits for",
-        intro=charts_waits.headline_sentence(con, study)
-        + " The bars split the breakdown's exposed communication by the collective behind it (parallel "
-        "dimension, op, and the phase that issued it), then by kind: waiting for the slowest rank to "
-        "arrive, or moving data; and idle time by cause: the host had not launched the next work yet, or "
-        "the work was launched but had not started.",
+        intro=charts_waits.headline_sentence(con, study) + WAITS_RULES,
+        intro_by_strategy={
+            name: charts_waits.headline_sentence(con, study, name) + WAITS_RULES
+            for name in _strategies(con, study)
+        },
         figures=[
             Figure(
                 id="fig-waits-collective",
@@ -78,6 +79,22 @@ def waits_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
             ),
         ],
     )
+
+
+WAITS_RULES = (
+    " The bars split the breakdown's exposed communication by the collective behind it (parallel "
+    "dimension, op, and the phase that issued it), then by kind: waiting for the slowest rank to "
+    "arrive, or moving data; and idle time by cause: the host had not launched the next work yet, or "
+    "the work was launched but had not started."
+)
+
+
+def _strategies(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """The study's named strategies when it has several (the page's picker offers them), else none."""
+    names = frame(
+        con, "SELECT DISTINCT strategy FROM runs WHERE study = $1 AND strategy IS NOT NULL ORDER BY 1", study
+    )["strategy"].to_list()
+    return names if len(names) > 1 else []
 
 
 def comparison_section(diff: RunDiff) -> Section:
@@ -166,6 +183,10 @@ def projection_section(con: duckdb.DuckDBPyConnection, study: str, warehouse: st
         id="projection",
         title="Projected scaling",
         intro=charts_projection.headline_sentence(con, study) + " " + REPLAY_RULES,
+        intro_by_strategy={
+            name: charts_projection.headline_sentence(con, study, name) + " " + REPLAY_RULES
+            for name in _strategies(con, study)
+        },
         figures=[
             Figure(
                 id="fig-projection-throughput",

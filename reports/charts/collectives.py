@@ -40,9 +40,10 @@ def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin
             x=kit.bytes_x(),
             y=alt.Y("busbw_gbps:Q", title="bus bandwidth GB/s"),
             color=alt.Color("world_size:O", title="devices", scale=alt.Scale(scheme="viridis")),
-            # the legend draws each collective as its dash pattern and point shape (not as a dot)
-            strokeDash=alt.StrokeDash("op:N", title="collective", legend=COLLECTIVE_LEGEND),
-            shape=alt.Shape("op:N", title="collective", legend=COLLECTIVE_LEGEND),
+            # each collective has its own dash and point shape; the legend shows the shapes (a
+            # dash legend on a line with points draws every entry as the same black dot)
+            strokeDash=alt.StrokeDash("op:N", legend=None),
+            shape=alt.Shape("op:N", title="collective", legend=alt.Legend(symbolFillColor="#333")),
             detail="run_id:N",
             tooltip=[
                 alt.Tooltip("run_id:N", title="run"),

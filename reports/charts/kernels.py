@@ -39,6 +39,7 @@ def top_kernels_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLeve
     rows = frame(con, QUERY, study, TOP)
     if rows.is_empty():
         return kit.nothing_to_draw("No events are stored for this study.")
+    present = [c for c in CLASS_COLOURS if c in set(rows["class"].to_list())]  # the legend lists only these
     bars = (
         kit.only_chosen_strategy(alt.Chart(rows))
         .mark_bar()
@@ -50,7 +51,7 @@ def top_kernels_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLeve
             color=alt.Color(
                 "class:N",
                 title="class",
-                scale=alt.Scale(domain=list(CLASS_COLOURS), range=list(CLASS_COLOURS.values())),
+                scale=alt.Scale(domain=present, range=[CLASS_COLOURS[c] for c in present]),
             ),
             tooltip=[
                 alt.Tooltip("run_id:N", title="run"),

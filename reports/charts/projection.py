@@ -247,9 +247,12 @@ def _percent(x: float) -> str:
     return "less than 0.1 %" if value > 0 else "0 %"
 
 
-def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
-    """One sentence on the projection of the study's largest measured run: its knee, and the largest size."""
+def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = None) -> str:
+    """One sentence on the projection of the largest measured run (of the study or of one strategy):
+    its knee, and the largest size."""
     rows = projected_rows(con, study)
+    if strategy is not None:
+        rows = rows.filter(pl.col("strategy") == strategy)
     if rows.is_empty():
         return "No projection of this study is stored."
     primary = primary_runs(rows).sort(

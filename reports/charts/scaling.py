@@ -120,7 +120,9 @@ def efficiency_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         kit.only_chosen_strategy(alt.Chart(rows))
         .mark_bar()
         .encode(
-            x=alt.X("world_size:O", title="devices (vs the previous scale point)"),
+            x=alt.X(
+                "world_size:O", title="devices (vs the previous scale point)", axis=alt.Axis(labelAngle=0)
+            ),
             # one bar per run side by side, never stacked: a repeat is a bar of its own
             xOffset=alt.XOffset("run_id:N", sort=alt.EncodingSortField("strategy")),
             y=alt.Y(

@@ -169,8 +169,9 @@ HEADLINE = """
 SELECT s.run_id, s.world_size, s.exposed_comm_frac, s.idle_frac, s.idle_host_wait_frac,
        e.op, e.parallel_dim, e.phase, e.exposed_frac, e.exposed_us_per_step, e.exposed_wait_us_per_step
 FROM scale_points s
+JOIN runs r USING (study, run_id)
 LEFT JOIN exposed_comm_by_collective e USING (study, run_id)
-WHERE s.study = $1 AND s.exposed_comm_frac IS NOT NULL
+WHERE s.study = $1 AND s.exposed_comm_frac IS NOT NULL AND ($2 IS NULL OR r.strategy = $2)
 ORDER BY s.world_size DESC, s.exposed_comm_frac DESC, s.run_id, e.exposed_frac DESC NULLS LAST, e.op
 LIMIT 1
 """
@@ -181,9 +182,10 @@ PHASE_WORDS = {
 }
 
 
-def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
-    """One sentence on the largest scale point (the one that waits most where several share its size)."""
-    rows = frame(con, HEADLINE, study)
+def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = None) -> str:
+    """One sentence on the largest scale point (the one that waits most where several share its size),
+    of the study or of one strategy's runs."""
+    rows = frame(con, HEADLINE, study, strategy)
     if rows.is_empty():
         return "No run of this study has a measured step."
     r = rows.row(0, named=True)
