@@ -68,7 +68,8 @@ def scale_points_sentence(rows: pl.DataFrame) -> str:
     nodes = rows["nodes"].drop_nulls()
     span = f" on {nodes.min()}–{nodes.max()} nodes" if len(nodes) and nodes.max() != nodes.min() else ""
     runs = f"{rows.height} run" + ("" if rows.height == 1 else "s")
-    text = f"{runs}: {worlds} device(s){span}; strategies {names}."
+    unit = "device" if worlds == "1" else "devices"
+    text = f"{runs}: {worlds} {unit}{span}; strategies {names}."
     repeats = (
         rows.group_by("strategy", "world_size").len().filter(pl.col("len") > 1).sort("strategy", "world_size")
     )

@@ -66,7 +66,7 @@ def con(projected: Path):
 
 def section_intro(page: Path) -> str:
     """The text of the projection section's intro paragraph."""
-    found = re.search(r'<section id="projection">.*?<p class="intro">(.*?)</p>', page.read_text(), re.S)
+    found = re.search(r'<section id="projection">.*?<p class="intro"[^>]*>(.*?)</p>', page.read_text(), re.S)
     assert found, "the report has no projection section"
     return html.unescape(found.group(1))
 
