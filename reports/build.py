@@ -13,7 +13,7 @@ from tracehouse.pipeline.compare import diff_runs
 from tracehouse.reports.headline import headline
 from tracehouse.reports.html import Page, render
 from tracehouse.reports.methodology import methodology
-from tracehouse.reports.provenance import provenance_tables
+from tracehouse.reports.provenance import display_path, provenance_tables
 from tracehouse.reports.sections import (
     breakdown_section,
     comparison_section,
@@ -100,7 +100,7 @@ def build_report(
     con = open_warehouse(warehouse_dir)
     try:
         chosen = pick_study(con, study)
-        page = build_page(con, chosen, str(warehouse_dir), compare=compare)
+        page = build_page(con, chosen, display_path(str(warehouse_dir), parts=1), compare=compare)
     finally:
         con.close()
     try:
