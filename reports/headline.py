@@ -24,6 +24,7 @@ PART_COLUMNS = {
     "idle": "idle_frac",
 }
 THRESHOLDS = (0.8, 0.5)
+UNSPECIFIED = "unspecified"  # the strategy column of a run whose manifest names none
 
 
 @dataclass(kw_only=True)
@@ -70,15 +71,18 @@ def scale_points_sentence(rows: pl.DataFrame) -> str:
     runs = f"{rows.height} run" + ("" if rows.height == 1 else "s")
     unit = "device" if worlds == "1" else "devices"
     text = f"{runs}: {worlds} {unit}{span}; strategies {names}."
-    repeats = (
-        rows.group_by("strategy", "world_size").len().filter(pl.col("len") > 1).sort("strategy", "world_size")
-    )
+    # runs without a strategy are unrelated traces, not repeats of one another
+    shared = rows.filter(pl.col("strategy") != UNSPECIFIED).group_by("strategy", "world_size").len()
+    repeats = shared.filter(pl.col("len") > 1).sort("strategy", "world_size")
     if repeats.height:
         listed = ", ".join(
             f"{r['strategy']} on {_devices(r['world_size'])} ({r['len']} runs)"
             for r in repeats.iter_rows(named=True)
         )
         text += f" Measured more than once, each run shown on its own: {listed}."
+    unnamed = rows.filter(pl.col("strategy") == UNSPECIFIED).height
+    if unnamed > 1:
+        text += f" {unnamed} runs name no strategy: each is shown on its own, never added to another."
     return text
 
 

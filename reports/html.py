@@ -57,6 +57,17 @@ class Section:
     # the intro's data sentence for one strategy's runs, shown when the page's picker chooses it
     intro_by_strategy: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # charts of one missing input say the same sentence: say it once
+        said: set[str] = set()
+        kept = []
+        for figure in self.figures:
+            if figure.chart is None and figure.note in said:
+                continue
+            said.add(figure.note or "")
+            kept.append(figure)
+        self.figures = kept
+
 
 @dataclass(kw_only=True)
 class Page:
