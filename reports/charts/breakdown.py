@@ -53,7 +53,7 @@ def breakdown_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
 def _stacked_bars(rows: pl.DataFrame, y: alt.Y, tooltip: list, height: int) -> alt.Chart:
     """Bars per scale point, stacked compute / exposed comm / other / idle in a fixed order."""
     return (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_bar()
         .encode(
             x=kit.run_x(),
@@ -69,7 +69,7 @@ def _stacked_bars(rows: pl.DataFrame, y: alt.Y, tooltip: list, height: int) -> a
 def _by_strategy(bars: alt.Chart) -> alt.TopLevelMixin:
     """One panel per strategy, each with only its own runs on its x axis (no empty columns)."""
     panels = bars.facet(column=alt.Column("strategy:N", title=None, header=alt.Header(labelFontSize=13)))
-    return kit.with_strategy_signal(panels.resolve_scale(x="independent"))
+    return kit.with_strategy_signal(kit.only_chosen_strategy(panels.resolve_scale(x="independent")))
 
 
 def step_breakdown_chart(rows: pl.DataFrame) -> alt.TopLevelMixin:

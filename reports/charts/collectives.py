@@ -34,7 +34,7 @@ def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin
     if rows.is_empty():
         return kit.nothing_to_draw(NOTHING)
     lines = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_line(point=True)
         .encode(
             x=kit.bytes_x(),
@@ -56,4 +56,5 @@ def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin
         )
         .properties(width=kit.WIDTH, height=kit.HEIGHT)
     )
-    return kit.with_strategy_signal(lines.facet(column=alt.Column("strategy:N", title=None)))
+    panels = lines.facet(column=alt.Column("strategy:N", title=None))
+    return kit.with_strategy_signal(kit.only_chosen_strategy(panels))

@@ -41,7 +41,7 @@ def top_kernels_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLeve
         return kit.nothing_to_draw("No events are stored for this study.")
     present = [c for c in CLASS_COLOURS if c in set(rows["class"].to_list())]  # the legend lists only these
     bars = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_bar()
         .encode(
             x=alt.X("ms_per_rank:Q", title="ms per rank (whole trace)"),
@@ -64,5 +64,8 @@ def top_kernels_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLeve
         .properties(width=200, height=alt.Step(14))
     )
     facet = alt.Facet("panel:N", title=None, sort=alt.EncodingSortField("panel_order", op="min"))
-    chart = bars.facet(facet, columns=2).resolve_scale(y="independent", x="independent")
-    return kit.with_strategy_signal(chart)
+    # Each run's own ms scale, except where the page's strategy picker can empty panels: Vega
+    # keeps an emptied panel's quantitative scale, with no extent (a console warning).
+    x_scale = "shared" if rows["strategy"].n_unique() > 1 else "independent"
+    chart = bars.facet(facet, columns=2).resolve_scale(y="independent", x=x_scale)
+    return kit.with_strategy_signal(kit.only_chosen_strategy(chart))

@@ -33,8 +33,11 @@ def run_x(title: str = "run · devices") -> alt.X:
     )
 
 
-def only_chosen_strategy(chart: alt.Chart) -> alt.Chart:
-    """Keep only rows of the strategy chosen in the page's selector (all by default)."""
+def only_chosen_strategy(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """Keep only rows of the strategy chosen in the page's selector (all by default).
+
+    On a faceted chart, filter the facet itself (not its inner chart): the panels of the other
+    strategies' runs then go away instead of staying as empty panels with no extent."""
     return chart.transform_filter(
         f"{STRATEGY_SIGNAL} == '{ALL_STRATEGIES}' || datum.strategy == {STRATEGY_SIGNAL}"
     )

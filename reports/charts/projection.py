@@ -186,10 +186,10 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
     layers = alt.layer(line, measured_dots, knee_marks, knee_labels, data=rows).properties(
         width=kit.WIDTH, height=kit.HEIGHT
     )
-    faceted = (
-        kit.only_chosen_strategy(layers)
-        .facet(facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3)
-        .resolve_axis(x="independent")
+    faceted = kit.only_chosen_strategy(
+        layers.facet(
+            facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3
+        ).resolve_axis(x="independent")
     )
     return kit.with_strategy_signal(faceted).properties(
         title="Projected throughput per device (dots: measured; diamonds: the knee)"
@@ -207,7 +207,7 @@ def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelM
     # one row per point, folded into its parts here: a quarter of the rows in the page
     order = "indexof([" + ", ".join(f"'{p}'" for p in kit.PARTS) + "], datum.part)"
     bars = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .transform_fold(list(kit.PARTS), as_=["part", "share"])
         .transform_filter("datum.share > 0")  # a part with no time (copies on a CPU run) is no bar
         .transform_calculate(part_order=order)
@@ -233,7 +233,7 @@ def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelM
     )
     # each panel's own world sizes only: a size projected for another run is no empty column here
     faceted = bars.facet(facet=alt.Facet("panel:N", title=None), columns=3).resolve_scale(x="independent")
-    return kit.with_strategy_signal(faceted).properties(
+    return kit.with_strategy_signal(kit.only_chosen_strategy(faceted)).properties(
         title="Projected step breakdown (each strategy's largest measured run)"
     )
 

@@ -33,7 +33,7 @@ def rank_heatmap_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLev
     # One colour scale for every panel: each step against its own run's median step, so a slow
     # rank stands out the same in a 50 ms run and in a 300 ms one.
     cells = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_rect()
         .encode(
             x=alt.X("step:O", title="step", axis=alt.Axis(labelAngle=0)),
@@ -57,4 +57,5 @@ def rank_heatmap_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLev
         .properties(width=kit.WIDTH * 0.6, height=min(max(14 * ranks, 60), 420))
     )
     facet = alt.Column("run_id:N", title=None, header=alt.Header(labelFontSize=12))
-    return kit.with_strategy_signal(cells.facet(column=facet).resolve_scale(y="independent"))
+    panels = cells.facet(column=facet).resolve_scale(y="independent")
+    return kit.with_strategy_signal(kit.only_chosen_strategy(panels))

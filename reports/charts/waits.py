@@ -109,7 +109,7 @@ def kind_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
 
 def _bars(rows: pl.DataFrame, colour: alt.Color, order: alt.Order, tooltip: list) -> alt.TopLevelMixin:
     bars = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_bar()
         .encode(
             x=kit.run_x(),
@@ -122,7 +122,7 @@ def _bars(rows: pl.DataFrame, colour: alt.Color, order: alt.Order, tooltip: list
     )
     # each strategy's panel holds only its own runs: no empty columns
     panels = bars.facet(column=alt.Column("strategy:N", title=None)).resolve_scale(x="independent")
-    return kit.with_strategy_signal(panels)
+    return kit.with_strategy_signal(kit.only_chosen_strategy(panels))
 
 
 def collective_chart(rows: pl.DataFrame) -> alt.TopLevelMixin:

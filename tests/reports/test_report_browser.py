@@ -120,8 +120,8 @@ def test_repeats_knees_and_axes_read_once_and_plainly(grain_warehouse: Path, tmp
     build_report(grain_warehouse, out, study="tiny-cpu-gloo")
     with duckdb.connect(str(grain_warehouse / "tracehouse.duckdb"), read_only=True) as con:
         knees = con.sql(
-            "SELECT count(DISTINCT (r.strategy, p.world_size)) FROM projections p JOIN runs r USING (study, run_id) "
-            "WHERE p.knee AND p.study = 'tiny-cpu-gloo'"
+            "SELECT count(DISTINCT (r.strategy, p.world_size)) FROM projections p "
+            "JOIN runs r USING (study, run_id) WHERE p.knee AND p.study = 'tiny-cpu-gloo'"
         ).fetchall()[0][0]
     with Browser(chromium, width=1400) as browser:
         _open(browser, out)
