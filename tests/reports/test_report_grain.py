@@ -26,6 +26,7 @@ from tracehouse.reports.charts import (
     scaling,
     waits,
 )
+from tracehouse.reports.headline import headline
 from tracehouse.reports.source import open_warehouse
 
 STUDY = "tiny-cpu-gloo"
@@ -274,3 +275,28 @@ def test_every_chart_function_says_why_rather_than_returning_none(con) -> None:
     ]
     for chart in charts:
         assert chart is not None and kit.empty_reason(chart), chart
+
+
+def test_headline_says_each_crossing_once_against_the_strategys_own_baseline(con) -> None:
+    facts = {f.label: f.text for f in headline(con, STUDY)}
+    efficiency = facts["Scaling efficiency"]
+    own = {
+        r["run_id"]: r["strategy_scaling_efficiency"]
+        for r in view(
+            con, "SELECT run_id, strategy_scaling_efficiency FROM scale_points WHERE study = $1", STUDY
+        )
+    }
+    # fsdp-ws2 is below both 80 % and 50 % of fsdp-ws1: one clause, under 50 %
+    assert (
+        f"fsdp against its own 1-device run: below 50% from 2 devices ({own['fsdp-ws2']:.0%})" in efficiency
+    )
+    assert "below 80% from 2 devices (35%)" not in efficiency
+    # ddp is measured against ddp-ws1, not against the study's best 1-device run (fsdp-ws1)
+    assert f"ddp against its own 1-device run: below 80% from 2 devices ({own['ddp-ws2']:.0%})" in efficiency
+    assert own["ddp-ws2"] == pytest.approx(own[REPEAT])
+    assert (
+        "Measured more than once, each run shown on its own: ddp on 2 devices (2 runs)."
+        in facts["Scale points"]
+    )
+    unrelated = {f.label: f.text for f in headline(con, UNRELATED_STUDY)}["Scale points"]
+    assert f"{len(UNRELATED)} runs name no strategy" in unrelated and "more than once" not in unrelated
