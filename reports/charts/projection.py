@@ -111,14 +111,16 @@ def _curve_tooltip() -> list[alt.Tooltip]:
     ]
 
 
-def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
     """Projected tokens/s per device against devices (log2), one line per run and scenario, knees marked,
-    the measured scale points as dots; None without projected throughput."""
+    the measured scale points as dots."""
     if not available(con, study):
-        return None
+        return kit.nothing_to_draw("No projection of this study is stored (tracehouse project makes them).")
     projected = projected_rows(con, study).filter(pl.col("tokens_per_s_per_device") > 0)
     if projected.is_empty():
-        return None
+        return kit.nothing_to_draw(
+            "The projected runs have no throughput: no run manifest gives tokens per step."
+        )
     curves = projected.select(
         "strategy",
         "curve",
@@ -143,7 +145,7 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         "tokens_per_s_per_device:Q",
         title="tokens/s per device (log)",
         scale=alt.Scale(type="log"),
-        axis=alt.Axis(format="~s"),
+        axis=kit.plain_si_axis(),
     )
     colour = alt.Color("curve:N", title="projected run", scale=alt.Scale(scheme="tableau10"))
     base = alt.Chart().encode(x=kit.devices_x(), y=y)
@@ -167,36 +169,45 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
     knee_marks = knee.mark_point(shape="diamond", size=110, filled=True, stroke="#222").encode(
         color=colour, tooltip=_curve_tooltip()
     )
+    # one label per knee size and panel, above its highest diamond: curves that share a knee
+    # (repeats, runs of one strategy) would otherwise print "knee 8" over each other
     knee_labels = (
-        knee.transform_calculate(label="'knee ' + datum.world_size")
-        .mark_text(align="left", dx=7, dy=-7, fontSize=11)
-        .encode(text="label:N", color=colour)
+        knee.transform_aggregate(
+            runs="count()",
+            tokens_per_s_per_device="max(tokens_per_s_per_device)",
+            groupby=["strategy", "world_size"],
+        )
+        .transform_calculate(
+            label="'knee ' + datum.world_size + (datum.runs > 1 ? ' (' + datum.runs + ' runs)' : '')"
+        )
+        .mark_text(align="left", dx=8, dy=-10, fontSize=11, color="#222")
+        .encode(text="label:N")
     )
     layers = alt.layer(line, measured_dots, knee_marks, knee_labels, data=rows).properties(
         width=kit.WIDTH, height=kit.HEIGHT
     )
-    faceted = (
-        kit.only_chosen_strategy(layers)
-        .facet(facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3)
-        .resolve_axis(x="independent")
+    faceted = kit.only_chosen_strategy(
+        layers.facet(
+            facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3
+        ).resolve_axis(x="independent")
     )
     return kit.with_strategy_signal(faceted).properties(
         title="Projected throughput per device (dots: measured; diamonds: the knee)"
     )
 
 
-def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
     """The projected step split into compute / exposed communication / other / idle, per world size,
-    for each strategy's largest measured run; None without projections."""
+    for each strategy's largest measured run."""
     if not available(con, study):
-        return None
+        return kit.nothing_to_draw("No projection of this study is stored (tracehouse project makes them).")
     rows = breakdown_rows(projected_rows(con, study))
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw("No projected run of this study has a breakdown.")
     # one row per point, folded into its parts here: a quarter of the rows in the page
     order = "indexof([" + ", ".join(f"'{p}'" for p in kit.PARTS) + "], datum.part)"
     bars = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .transform_fold(list(kit.PARTS), as_=["part", "share"])
         .transform_filter("datum.share > 0")  # a part with no time (copies on a CPU run) is no bar
         .transform_calculate(part_order=order)
@@ -220,8 +231,9 @@ def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelM
         )
         .properties(width=kit.WIDTH, height=160)
     )
-    faceted = bars.facet(facet=alt.Facet("panel:N", title=None), columns=3).resolve_axis(x="independent")
-    return kit.with_strategy_signal(faceted).properties(
+    # each panel's own world sizes only: a size projected for another run is no empty column here
+    faceted = bars.facet(facet=alt.Facet("panel:N", title=None), columns=3).resolve_scale(x="independent")
+    return kit.with_strategy_signal(kit.only_chosen_strategy(faceted)).properties(
         title="Projected step breakdown (each strategy's largest measured run)"
     )
 
@@ -235,9 +247,12 @@ def _percent(x: float) -> str:
     return "less than 0.1 %" if value > 0 else "0 %"
 
 
-def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
-    """One sentence on the projection of the study's largest measured run: its knee, and the largest size."""
+def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = None) -> str:
+    """One sentence on the projection of the largest measured run (of the study or of one strategy):
+    its knee, and the largest size."""
     rows = projected_rows(con, study)
+    if strategy is not None:
+        rows = rows.filter(pl.col("strategy") == strategy)
     if rows.is_empty():
         return "No projection of this study is stored."
     primary = primary_runs(rows).sort(
