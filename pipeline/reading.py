@@ -57,7 +57,7 @@ def open_sealed(warehouse_dir: str | Path, *, allow: Iterable[str | Path] = ()) 
     `allow`: directories whose files the user's SQL may also read (and write: DuckDB's rule).
     """
     directory = Path(warehouse_dir).absolute()
-    connection = open_for_query(directory)
+    connection = open_for_query(directory, isolated=True)
     with closed_on_error(connection):
         seal(connection, directory, allow=[Path(d) for d in allow])
     return connection

@@ -413,12 +413,15 @@ def stale_runs(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]] | 
     return changed_runs(run_stamps(connection), before)
 
 
-def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
+def open_for_query(warehouse_dir: Path, *, isolated: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection that never writes the warehouse; out-of-date relations are recomputed in memory.
 
     Only the stale runs' materialized rows are recomputed when the SQL and the shared inputs are
     current (see `stale_runs`); otherwise every view and table is rebuilt in memory, which costs
     what the refresh at the end of an ingest costs over the whole warehouse, for every command.
+    `isolated`: always a database of its own (in memory, the warehouse attached read-only), so
+    that settings made on it, such as the query sandbox's, stay off other connections to the file
+    in this process (DuckDB shares one database, and its settings, per file and process).
     """
     connection = connect(warehouse_dir, read_only=True)
     with closed_on_error(connection):
@@ -427,9 +430,10 @@ def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
                 f"{warehouse_dir}: {DB_NAME} is no tracehouse warehouse (no warehouse_meta table); "
                 "create one with tracehouse ingest (tracehouse.ingest in Python)"
             )
-        if views_are_current(connection):
+        current = views_are_current(connection)
+        if current and not isolated:
             return connection
-        stale = stale_runs(connection)
+        stale = set() if current else stale_runs(connection)
     connection.close()
     return open_in_memory(warehouse_dir, runs=stale)
 
@@ -457,7 +461,8 @@ def open_in_memory(
         _configured(connection, warehouse_dir)
         connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
         if runs is not None:
-            overlay_runs(connection, load_sql_files(), runs, source=ATTACHED)
+            if runs:
+                overlay_runs(connection, load_sql_files(), runs, source=ATTACHED)
             return connection
         stored = stored_tables(connection)
         shadow_older_tables(connection, stored)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.common.version import version
 from tracehouse.pipeline.compare import diff_runs
 from tracehouse.reports.headline import headline
 from tracehouse.reports.html import Page, render
@@ -53,7 +53,7 @@ def build_page(
         study=study,
         warehouse=warehouse_label,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        version=_version(),
+        version=version(),
         strategies=strategies,
         headline=headline(con, study),
         headline_by_strategy={name: headline(con, study, name) for name in picked},
@@ -113,10 +113,3 @@ def build_report(
     pngs = write_pngs(page, Path(png_dir)) if png_dir is not None else []
     charts = sum(1 for s in page.sections for f in s.figures if f.chart is not None)
     return ReportResult(html=out, study=chosen, charts=charts, pngs=pngs)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("tracehouse")
-    except importlib.metadata.PackageNotFoundError:
-        return "dev"

@@ -37,7 +37,7 @@ def setup_cell() -> str:
         [
             "import sys",
             "sys.modules['ipywidgets'] = None  # blocked: any import of it fails, as where it is absent",
-            "import duckdb, tracehouse",
+            "import os, duckdb, tracehouse",
             "print(sys.executable)",
         ]
     )
@@ -53,6 +53,7 @@ def notebook(tmp: Path) -> nbformat.NotebookNode:
         *[(f"chart:{name}", f"wh.charts.{name}()") for name in chart_names()],
         ("views", "wh.views()"),
         ("diff", "wh.diff('ddp-ws2', 'ddp-ws4')"),
+        ("report", "print(wh.report('report.html').charts > 0, os.path.getsize('report.html') > 0)"),
         ("version", "print(tracehouse.__version__)"),
         (
             "ingest-while-open",
@@ -159,8 +160,12 @@ def test_every_chart_renders_offline(executed):
             assert "http" not in json.dumps(bundle), name  # no Vega from a CDN, no URL at all
             assert bundle["text/html"].startswith("<div><svg "), name
             drawn.append(name)
-    # the sample study has no power logs and no projections: those charts are None, displayed as nothing
-    assert set(drawn) == set(chart_names()) - {"power", "projected_breakdown", "projected_throughput"}
+    # every chart draws, also where the study has no data for it (power, projections): it says why
+    assert set(drawn) == set(chart_names())
+
+
+def test_the_report_is_written_from_the_kernel(executed):
+    assert text(executed["report"]).split() == ["True", "True"]
 
 
 def test_views_version_and_diff_render(executed):

@@ -21,7 +21,6 @@ warehouse is opened.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,14 +30,6 @@ from tracehouse.pipeline.ingest.summary import IngestSummary
 if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
     from tracehouse.pipeline.reading import Charts, Warehouse
-
-
-def _version() -> str:
-    """The installed distribution's version; "0+unknown" when run from a tree that was never installed."""
-    try:
-        return metadata.version("tracehouse")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 __all__ = [
@@ -57,7 +48,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """`tracehouse.Warehouse` and `tracehouse.Charts`, imported on first use; `__version__`, read on use."""
     if name == "__version__":  # reading package metadata costs every training rank's import otherwise
-        return _version()
+        from tracehouse.pipeline.common.version import version
+
+        return version()
     if name in ("Warehouse", "Charts"):
         from tracehouse.pipeline import reading
 

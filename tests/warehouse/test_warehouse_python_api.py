@@ -19,9 +19,13 @@ pytestmark = pytest.mark.slow  # the session's sample warehouse (an ingest of 22
 
 CONTRACTS = load_contracts()
 ONE_RUN = SAMPLE_TRACES / "tiny-cpu-gloo" / "ddp-ws1"
+# The warehouse's own database ('tracehouse'), then the connection's (a database in memory, where
+# relations rebuilt in memory and the sandbox's attached warehouse are read): the latter wins.
 COMMENTS = """
-SELECT view_name AS name, comment FROM duckdb_views() WHERE database_name = current_database()
-UNION ALL SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database()
+SELECT name, comment FROM (
+    SELECT view_name AS name, comment, database_name FROM duckdb_views()
+    UNION ALL SELECT table_name, comment, database_name FROM duckdb_tables()
+) WHERE database_name IN (current_database(), 'tracehouse') ORDER BY database_name = current_database()
 """
 
 
@@ -29,8 +33,8 @@ def comments(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], dict[tuple
     """Each relation's comment, and each column's, of the connection's database."""
     relations = dict(con.sql(COMMENTS).fetchall())
     columns = con.sql(
-        "SELECT table_name, column_name, comment FROM duckdb_columns() "
-        "WHERE database_name = current_database() AND comment IS NOT NULL"
+        "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE comment IS NOT NULL "
+        "AND database_name IN (current_database(), 'tracehouse') ORDER BY database_name = current_database()"
     ).fetchall()
     return relations, {(t, c): text for t, c, text in columns}
 
