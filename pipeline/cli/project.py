@@ -107,7 +107,14 @@ def handle(args: argparse.Namespace) -> int:
     else:
         for result in results:
             print("\n".join(render(result)))
-    return 0
+    for run, why in results.failed.items():
+        print(f"tracehouse project: {args.study}/{run} not projected: {why}", file=sys.stderr)
+    if results.failed:
+        print(
+            f"tracehouse project: {len(results)} run(s) projected, {len(results.failed)} not",
+            file=sys.stderr,
+        )
+    return 1 if results.failed else 0
 
 
 def to_json(result: RunProjection) -> dict:
@@ -124,33 +131,48 @@ def to_json(result: RunProjection) -> dict:
             ],
         },
         "knee_world_size": result.knee,
+        "knee_note": result.knee_note,
         "notes": result.notes,
         "points": [p.to_dict() for p in result.points],
     }
 
 
+def _cell(value: float | None, width: int, digits: int = 1, scale: float = 1.0) -> str:
+    return f"{value * scale:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+
 def render(result: RunProjection) -> list[str]:
-    """One run's projection as aligned text."""
+    """One run's projection as aligned text: each projected point beside the measured one where a
+    run of the study measured that world size, refused world sizes with their reasons, the knee."""
     f = result.facts
     identity = result.identity
     lines = [
         f"{f.study}/{f.run_id} (measured at {f.world_size} device(s)): replay of the measured steps within "
         f"{100 * identity.median_error:.2f} % median, {100 * identity.max_error:.2f} % max",
-        "   devices    step ms  tok/s/dev    eff  compute  exposed   idle",
+        "   devices    step ms (measured)  tok/s/dev (measured)    eff  compute  exposed   idle",
     ]
+    measured_by = []
     for p in result.points:
-        tps = f"{p.tokens_per_s_per_device:10.1f}" if p.tokens_per_s_per_device is not None else f"{'-':>10}"
-        eff = f"{p.scaling_efficiency:6.2f}" if p.scaling_efficiency is not None else f"{'-':>6}"
+        if p.refused is not None:
+            lines.append(f"  {p.world_size:8d}  not projected (below)")
+            continue
+        fracs = (p.compute_frac or 0.0, p.exposed_comm_frac or 0.0, p.idle_frac or 0.0)
         mark = "  <- knee" if p.knee else ""
+        step = f"{_cell(p.step_time_us, 10, 2, 1e-3)} {_cell(p.measured_step_time_us, 10, 2, 1e-3)}"
         lines.append(
-            f"  {p.world_size:8d} {p.step_time_us / 1000:10.2f} {tps} {eff} {100 * p.compute_frac:7.1f}% "
-            f"{100 * p.exposed_comm_frac:7.1f}% {100 * p.idle_frac:5.1f}%{mark}"
+            f"  {p.world_size:8d} {step}"
+            f" {_cell(p.tokens_per_s_per_device, 10)} {_cell(p.measured_tokens_per_s_per_device, 10)}"
+            f" {_cell(p.scaling_efficiency, 6, 2)} {100 * fracs[0]:7.1f}% {100 * fracs[1]:7.1f}% "
+            f"{100 * fracs[2]:5.1f}%{mark}"
         )
+        if p.measured_run_id is not None and p.measured_run_id != f.run_id:
+            measured_by.append(f"{p.world_size} by {p.measured_run_id}")
+    if measured_by:
+        lines.append(f"  measured: {f.world_size} by {f.run_id}, {', '.join(measured_by)}")
     if result.points:
         lines.append(f"  assumptions: {result.points[0].assumptions}")
     lines.extend(f"  note: {note}" for note in result.notes)
-    knee = result.knee
-    lines.append(
-        f"  knee: {knee} devices" if knee else "  knee: none in the projected range (every added device pays)"
-    )
+    for why, sizes in result.refusals.items():
+        lines.append(f"  not projected at {', '.join(map(str, sizes))}: {why}")
+    lines.append(f"  {result.knee_note}")
     return lines
