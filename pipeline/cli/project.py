@@ -133,6 +133,7 @@ def to_json(result: RunProjection) -> dict:
         "knee_world_size": result.knee,
         "knee_note": result.knee_note,
         "notes": result.notes,
+        "refused": [{"world_size": size, "reason": why} for size, why in result.refused.items()],
         "points": [p.to_dict() for p in result.points],
     }
 
@@ -143,7 +144,7 @@ def _cell(value: float | None, width: int, digits: int = 1, scale: float = 1.0) 
 
 def render(result: RunProjection) -> list[str]:
     """One run's projection as aligned text: each projected point beside the measured one where a
-    run of the study measured that world size, refused world sizes with their reasons, the knee."""
+    run of the study measured that world size, the world sizes not projected and why, the knee."""
     f = result.facts
     identity = result.identity
     lines = [
@@ -152,12 +153,15 @@ def render(result: RunProjection) -> list[str]:
         "   devices    step ms (measured)  tok/s/dev (measured)    eff  compute  exposed   idle",
     ]
     measured_by = []
-    for p in result.points:
-        if p.refused is not None:
-            lines.append(f"  {p.world_size:8d}  not projected (below)")
+    rows = sorted(
+        [(p.world_size, p) for p in result.points] + list(result.refused.items()), key=lambda r: r[0]
+    )
+    for size, p in rows:
+        if isinstance(p, str):
+            lines.append(f"  {size:8d}  not projected (see below)")
             continue
-        fracs = (p.compute_frac or 0.0, p.exposed_comm_frac or 0.0, p.idle_frac or 0.0)
-        mark = "  <- knee" if p.knee else ""
+        fracs = (p.compute_frac, p.exposed_comm_frac, p.idle_frac)
+        mark = ("  <- knee" if p.knee else "") + ("  (flagged)" if p.flag else "")
         step = f"{_cell(p.step_time_us, 10, 2, 1e-3)} {_cell(p.measured_step_time_us, 10, 2, 1e-3)}"
         lines.append(
             f"  {p.world_size:8d} {step}"
@@ -172,7 +176,10 @@ def render(result: RunProjection) -> list[str]:
     if result.points:
         lines.append(f"  assumptions: {result.points[0].assumptions}")
     lines.extend(f"  note: {note}" for note in result.notes)
-    for why, sizes in result.refusals.items():
-        lines.append(f"  not projected at {', '.join(map(str, sizes))}: {why}")
+    flagged: dict[str, list[int]] = {}
+    for p in result.points:
+        if p.flag:
+            flagged.setdefault(p.flag, []).append(p.world_size)
+    lines.extend(f"  flagged at {', '.join(map(str, sizes))}: {why}" for why, sizes in flagged.items())
     lines.append(f"  {result.knee_note}")
     return lines

@@ -67,24 +67,36 @@ def project_run(
     network: NetworkModel | None,
 ) -> RunProjection:
     """The run's identity check and its projection at each world size (the measured one added); a
-    world size the run cannot be projected to is kept as a refused point with its reason."""
+    world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`)."""
     timeline = load_run(connection, study, run_id)
     run = build_run_graph(timeline)
     identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
-    replays: list[tuple[Layout, ReplayedRun | str]] = []
+    replays: list[tuple[Layout, ReplayedRun]] = []
+    refused: dict[int, str] = {}
     for size in sorted({facts.world_size, *world_sizes}):
         layout = layout_for(facts, size)
-        why = refusal(facts, layout, scenario, gap)
-        if why is None:
-            why = summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network)))
-        replays.append((layout, why))
-    words = (scenario.describe(network), None)
+        if gap is not None and layout.dp_new != layout.dp:
+            refused[size] = gap
+            continue
+        replays.append(
+            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network))))
+        )
+    notes = refusal_notes(refused)
+    words = (scenario.describe(network), "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     points = with_measured(connection, facts, points, scenario.weak_scaling)
-    return RunProjection(facts, identity, points)
+    return RunProjection(facts, identity, points, notes=notes, refused=refused)
+
+
+def refusal_notes(refused: dict[int, str]) -> list[str]:
+    """One line per reason: "not projected at 64, 2048: why"."""
+    by_reason: dict[str, list[int]] = {}
+    for size, why in refused.items():
+        by_reason.setdefault(why, []).append(size)
+    return [f"not projected at {', '.join(map(str, sizes))}: {why}" for why, sizes in by_reason.items()]
 
 
 def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> str | None:
@@ -116,18 +128,17 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
     )
 
 
-def refusal(facts: RunFacts, layout: Layout, scenario: Scenario, gap: str | None) -> str | None:
-    """Why the run is not projected to this layout, or None."""
-    if layout.dp_new != layout.dp and gap is not None:
-        return gap
+def batch_flag(facts: RunFacts, layout: Layout, weak_scaling: bool) -> str | None:
+    """Why the point is no runnable configuration: under strong scaling, a global batch that
+    leaves less than one sequence per data-parallel rank; None when it is, or the batch is unknown."""
     batch = facts.global_batch
-    if not scenario.weak_scaling and batch is not None and batch < layout.dp_new:
-        return (
-            f"a global batch of {batch} sequence(s) leaves less than one per data-parallel rank at "
-            f"{layout.dp_new} data-parallel ranks (strong scaling keeps the global batch; "
-            "--weak-scaling keeps the batch per device)"
-        )
-    return None
+    if weak_scaling or batch is None or batch >= layout.dp_new:
+        return None
+    return (
+        f"a global batch of {batch} sequence(s) is less than one per data-parallel rank at "
+        f"{layout.dp_new} data-parallel ranks: no runnable configuration under strong scaling "
+        "(--weak-scaling keeps the batch per device)"
+    )
 
 
 def _points(
@@ -135,12 +146,11 @@ def _points(
     name: str,
     words: tuple[str, str | None],
     weak_scaling: bool,
-    replays: list[tuple[Layout, ReplayedRun | str]],
+    replays: list[tuple[Layout, ReplayedRun]],
     measured_step: float | None,
 ) -> list[ProjectedPoint]:
     """Rows with throughput, efficiency against the measured point, marginal throughput and knee;
-    `words` are the scenario's assumptions and what this run's projection leaves out; a replay
-    that is a string is the reason the world size was refused."""
+    `words` are the scenario's assumptions and what this run's projection leaves out."""
     tokens = facts.tokens_per_step
 
     def throughput(layout: Layout, step_us: float) -> float | None:
@@ -169,10 +179,8 @@ def _points(
             measured_step_time_us=measured_step if size == facts.world_size else None,
             measured_run_id=facts.run_id if size == facts.world_size and measured_step else None,
             measured_tokens_per_s_per_device=(base_per_device if size == facts.world_size else None),
+            flag=batch_flag(facts, layout, weak_scaling),
         )
-        if isinstance(replayed, str):
-            rows.append({**row, **_refused(replayed)})
-            continue
         tps = throughput(layout, replayed.step_time_us)
         efficiency = (tps / base_tps) / (size / facts.world_size) if tps and base_tps else None
         marginal = None
@@ -197,7 +205,6 @@ def _points(
                 "scaling_efficiency": efficiency,
                 "marginal_tokens_per_s_per_device": marginal,
                 "knee": knee,
-                "refused": None,
                 "compute_frac": replayed.compute_frac,
                 "exposed_comm_frac": replayed.exposed_comm_frac,
                 "other_frac": replayed.other_frac,
@@ -207,14 +214,6 @@ def _points(
         )
     note = knee_note(facts, rows, base_per_device)
     return [ProjectedPoint(**row, knee_note=note) for row in rows]
-
-
-def _refused(reason: str) -> dict[str, Any]:
-    """The columns of a refused point: the reason, no numbers."""
-    empty = ["step_time_us", "tokens_per_s", "tokens_per_s_per_device", "scaling_efficiency"]
-    empty += ["marginal_tokens_per_s_per_device", "compute_frac", "exposed_comm_frac", "other_frac"]
-    empty += ["idle_frac", *(f"exposed_comm_{dim}_frac" for dim in DIMENSIONS)]
-    return {**dict.fromkeys(empty), "knee": False, "refused": reason}
 
 
 def knee_note(facts: RunFacts, rows: list[dict[str, Any]], base_per_device: float | None) -> str:
@@ -229,7 +228,7 @@ def knee_note(facts: RunFacts, rows: list[dict[str, Any]], base_per_device: floa
     knee = next((r["world_size"] for r in rows if r["knee"]), None)
     if knee is not None:
         return f"knee at {knee} devices"
-    beyond = [r["world_size"] for r in rows if r["world_size"] > facts.world_size and not r["refused"]]
+    beyond = [r["world_size"] for r in rows if r["world_size"] > facts.world_size]
     if not beyond:
         return "knee unknown: no world size above the measured one was projected"
     return (

@@ -27,7 +27,7 @@ SHOWN = (
     "exposed_comm_frac",
     "idle_frac",
     "knee",
-    "refused",
+    "flag",
 )
 
 
@@ -52,8 +52,7 @@ class IdentityCheck:
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectedPoint:
-    """One row of `projections` (sql/raw/projections.sql); a refused world size has `refused` set
-    and no step time, throughput or breakdown."""
+    """One row of `projections` (sql/raw/projections.sql)."""
 
     study: str
     run_id: str
@@ -62,7 +61,7 @@ class ProjectedPoint:
     notes: str | None
     world_size: int
     measured_world_size: int
-    step_time_us: float | None
+    step_time_us: float
     measured_step_time_us: float | None
     measured_run_id: str | None
     measured_tokens_per_s_per_device: float | None
@@ -72,15 +71,15 @@ class ProjectedPoint:
     marginal_tokens_per_s_per_device: float | None
     knee: bool
     knee_note: str
-    refused: str | None
-    compute_frac: float | None
-    exposed_comm_frac: float | None
-    other_frac: float | None
-    idle_frac: float | None
-    exposed_comm_dp_frac: float | None
-    exposed_comm_tp_frac: float | None
-    exposed_comm_pp_frac: float | None
-    exposed_comm_other_frac: float | None
+    flag: str | None  # why the point is no runnable configuration (None: it is)
+    compute_frac: float
+    exposed_comm_frac: float
+    other_frac: float
+    idle_frac: float
+    exposed_comm_dp_frac: float
+    exposed_comm_tp_frac: float
+    exposed_comm_pp_frac: float
+    exposed_comm_other_frac: float
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,12 +93,14 @@ def _frame(points: list[ProjectedPoint]) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class RunProjection:
-    """A run's identity check and its projected points, in world-size order."""
+    """A run's identity check, its projected points in world-size order, and the world sizes it
+    was not projected to with the reason (also in `notes`, which the rows store)."""
 
     facts: RunFacts
     identity: IdentityCheck
     points: list[ProjectedPoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the projection leaves out, in words
+    refused: dict[int, str] = field(default_factory=dict)  # world size -> why not projected
 
     @property
     def knee(self) -> int | None:
@@ -109,15 +110,6 @@ class RunProjection:
     def knee_note(self) -> str:
         """The knee in words, or why it cannot be found."""
         return self.points[0].knee_note if self.points else "knee unknown: nothing was projected"
-
-    @property
-    def refusals(self) -> dict[str, list[int]]:
-        """Why world sizes were not projected -> those world sizes."""
-        out: dict[str, list[int]] = {}
-        for p in self.points:
-            if p.refused is not None:
-                out.setdefault(p.refused, []).append(p.world_size)
-        return out
 
     def pl(self) -> pl.DataFrame:
         """The points as a Polars frame, one row per world size (the `projections` columns)."""
@@ -143,8 +135,7 @@ class RunProjection:
         )
         frame = self.pl()
         table = frame.select([c for c in SHOWN if c in frame.columns])._repr_html_() if self.points else ""
-        extra = [*self.notes, *(f"not projected at {sizes}: {why}" for why, sizes in self.refusals.items())]
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in extra)
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.notes)
         return head + table + (f"<ul>{items}</ul>" if items else "")
 
 

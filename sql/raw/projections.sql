@@ -8,7 +8,8 @@
 -- throughput are against the run's own measured point; knee marks the smallest world size whose
 -- marginal throughput per added device is below half of the measured throughput per device, and
 -- knee_note says the same in words, or why no knee can be found (no tokens per step). A world size
--- the run cannot be projected to has its reason in `refused` and NULL numbers (docs/projection.md).
+-- the run cannot be projected to gets no row; `notes` says which and why (docs/projection.md); a
+-- point that is no runnable configuration (less than one sequence per rank) has its `flag`.
 -- measured_*: the measured point at this world size, of the run itself or of the study's run that
 -- measured the same workload there (measured_run_id).
 CREATE TABLE IF NOT EXISTS projections (
@@ -16,10 +17,10 @@ CREATE TABLE IF NOT EXISTS projections (
     run_id VARCHAR NOT NULL,
     scenario VARCHAR NOT NULL,
     assumptions VARCHAR,  -- the scenario in words
-    notes VARCHAR,  -- what the projection of this run leaves out, in words (NULL: nothing)
+    notes VARCHAR,  -- what the projection leaves out, in words: world sizes not projected and why (NULL: nothing)
     world_size INTEGER NOT NULL,
     measured_world_size INTEGER,
-    step_time_us DOUBLE,  -- NULL when refused
+    step_time_us DOUBLE,
     measured_step_time_us DOUBLE,
     measured_run_id VARCHAR,  -- the run measured at this world size (NULL: none)
     measured_tokens_per_s_per_device DOUBLE,
@@ -29,7 +30,7 @@ CREATE TABLE IF NOT EXISTS projections (
     marginal_tokens_per_s_per_device DOUBLE,
     knee BOOLEAN,
     knee_note VARCHAR,  -- the run's knee in words, or why it cannot be found (same on each row)
-    refused VARCHAR,  -- why this world size is not projected (NULL: projected)
+    flag VARCHAR,  -- why the point is no runnable configuration, e.g. less than one sequence per rank (NULL: none)
     compute_frac DOUBLE,
     exposed_comm_frac DOUBLE,
     other_frac DOUBLE,
@@ -44,4 +45,4 @@ ALTER TABLE projections ADD COLUMN IF NOT EXISTS notes VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_run_id VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_tokens_per_s_per_device DOUBLE;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS knee_note VARCHAR;
-ALTER TABLE projections ADD COLUMN IF NOT EXISTS refused VARCHAR;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS flag VARCHAR;
