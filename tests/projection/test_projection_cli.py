@@ -110,4 +110,3 @@ def test_the_python_api_projects_like_the_command(warehouse: Path) -> None:
     assert stored == [(p.world_size, p.step_time_us) for p in result.points]
     assert all(p.exposed_comm_frac < 0.5 for p in result.points)
     assert type(results).__name__ == "Projections" and results.failed == {}
-
