@@ -23,8 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "measured step times), then again under a scenario at each world size, growing data "
         "parallelism. Collective transfers come from --network FILE or from a fit of the warehouse's "
         "network_curves (nccl-tests output, tracehouse calibrate, the runs' own collectives). Stores the "
-        "points in the projections table and prints them with the knee: the smallest world size at which "
-        "an added device brings less than half the measured throughput per device.",
+        "points in the projections table and prints them beside the study's measured points, with the "
+        "knee: the smallest world size at which an added device brings less than half the measured "
+        "throughput per device (or why it cannot be found). A run measured on one data-parallel rank "
+        "whose data-parallel collectives cannot be planned is not scaled along data parallelism (the "
+        "reason is printed); a point with less than one sequence per data-parallel rank is flagged. "
+        "Across a study, a run that cannot be projected is listed and the command exits 1.",
     )
     p.add_argument("--warehouse", required=True, type=Path, metavar="DIR", help="warehouse directory")
     p.add_argument("--study", required=True, metavar="S", help="the study")
