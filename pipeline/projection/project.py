@@ -35,6 +35,7 @@ from tracehouse.pipeline.projection.scenario import (
     is_data_parallel,
     layout_for,
 )
+from tracehouse.pipeline.projection.synthetic import DTYPE_BYTES
 from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, load_run
 from tracehouse.pipeline.warehouse import transaction
 
@@ -106,16 +107,21 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
     if layout.dp > 1 or any(is_data_parallel(dim, layout) for dim in run.instances.dim):
         return None
     strategy = facts.strategy
+    known_dtype = (facts.dtype or "fp32") in DTYPE_BYTES
     if timeline.gpu_ranks:
         why = "tracehouse plans them from CPU (gloo) traces only, not yet from GPU traces"
     elif strategy is None:
         seen = "FSDP hooks (FSDP::*)" if not timeline.fsdp_hooks.is_empty() else "no data-parallel strategy"
         why = (
-            f"the run has no manifest (strategy, n_params, dtype, fsdp_units) and its trace shows {seen}; "
-            "ingest it with a manifest.json beside the trace"
+            "no manifest gives the run's strategy with n_params (ddp) or fsdp_units (fsdp) and dtype, "
+            f"and its trace shows {seen}; ingest the trace with a manifest.json beside it"
         )
+    elif strategy == "ddp" and facts.n_params and known_dtype:
+        why = "the trace shows no backward (autograd::engine::evaluate_function:*) to issue them in"
     elif strategy == "ddp":
         why = "its manifest gives no n_params, or no known dtype, to size the gradient all-reduce"
+    elif strategy.startswith("fsdp") and facts.fsdp_units and known_dtype:
+        why = "the trace shows no FSDP hooks (FSDP::pre_forward, FSDP::post_backward_reduce) to issue them at"
     elif strategy.startswith("fsdp"):
         why = (
             "its manifest records no fsdp_units (parameters per FSDP unit, which tracehouse collect "

@@ -19,6 +19,7 @@ from tracehouse.pipeline.cli.main import main
 
 STUDY = "tiny-cpu-gloo"
 NO_THROUGHPUT = "knee unknown: no throughput, the run has no tokens per step"
+GAP = "one data-parallel rank measured, no data-parallel collective to scale, none can be planned"
 
 
 @pytest.fixture
@@ -62,7 +63,8 @@ def test_fsdp_on_one_device_without_a_manifest_is_not_scaled_and_says_why(lone_f
     assert notes.startswith(
         "not projected at 2, 8: one data-parallel rank measured, no data-parallel collective"
     )
-    assert "no manifest (strategy, n_params, dtype, fsdp_units)" in notes and "FSDP hooks (FSDP::*)" in notes
+    assert "no manifest gives the run's strategy with n_params (ddp) or fsdp_units (fsdp) and dtype" in notes
+    assert "its trace shows FSDP hooks (FSDP::*); ingest the trace with a manifest.json beside it" in notes
     assert "\n" not in notes
     assert knee_note.startswith(NO_THROUGHPUT)
     assert f"  note: {notes}\n" in out and f"  {knee_note}\n" in out
@@ -230,3 +232,27 @@ def test_projections_show_as_tables_in_a_notebook(warehouse: Path) -> None:
     assert results._repr_html_().count("<table") == len(results) == 9
     assert repr(results).startswith("<Projections of 9 run(s): ddp-ws1, ddp-ws2")
     assert len(repr(results).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            "n_params = NULL",
+            "its manifest gives no n_params, or no known dtype, to size the gradient all-reduce",
+        ),
+        (
+            "dtype = 'int4'",
+            "its manifest gives no n_params, or no known dtype, to size the gradient all-reduce",
+        ),
+    ],
+)
+def test_ddp_on_one_device_needs_the_parameter_count_and_dtype(
+    warehouse: Path, change: str, reason: str
+) -> None:
+    with duckdb.connect(str(warehouse / "tracehouse.duckdb")) as con:
+        con.execute(f"UPDATE run_manifests SET {change} WHERE run_id = 'ddp-ws1'")
+    (run,) = tracehouse.project(warehouse, study=STUDY, run="ddp-ws1", world_sizes=[2])
+    assert [p.world_size for p in run.points] == [1]
+    assert run.refused == {2: f"{GAP}: {reason}"}
+    assert run.notes == [f"not projected at 2: {run.refused[2]}"]
