@@ -288,6 +288,8 @@ def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[R
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [p for projection in projections for p in projection.points]
     columns = [*ProjectedPoint.__dataclass_fields__, "created_at"]
+    if not rows:  # every run of the study failed: nothing replaces what is stored
+        return 0
     with transaction(connection):
         for key in {(p.study, p.run_id, p.scenario) for p in rows}:
             connection.execute(

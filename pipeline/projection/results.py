@@ -5,6 +5,7 @@ projected runs with the runs it could not project. Each shows itself as a table 
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any
@@ -143,7 +144,7 @@ class Projections(list):
     """The projected runs of one call (a list of RunProjection) and the runs that could not be
     projected, each with its one-line reason (`failed`: run id -> reason)."""
 
-    def __init__(self, runs: list[RunProjection] = (), failed: dict[str, str] | None = None) -> None:
+    def __init__(self, runs: Iterable[RunProjection] = (), failed: dict[str, str] | None = None) -> None:
         super().__init__(runs)
         self.failed: dict[str, str] = dict(failed or {})
 

@@ -256,3 +256,17 @@ def test_ddp_on_one_device_needs_the_parameter_count_and_dtype(
     assert [p.world_size for p in run.points] == [1]
     assert run.refused == {2: f"{GAP}: {reason}"}
     assert run.notes == [f"not projected at 2: {run.refused[2]}"]
+
+
+def test_a_study_where_no_run_can_be_projected_stores_nothing_and_keeps_what_was_stored(
+    warehouse: Path,
+) -> None:
+    from tracehouse.pipeline.projection.project import store_projections
+    from tracehouse.pipeline.projection.results import Projections
+
+    tracehouse.project(warehouse, study=STUDY, run="ddp-ws2", world_sizes=[4])
+    before = _rows(warehouse, "SELECT run_id, world_size, step_time_us FROM projections ORDER BY 2")
+    with duckdb.connect(str(warehouse / "tracehouse.duckdb")) as con:
+        assert store_projections(con, Projections(failed={"tp-ws2": "world size 7 is not a multiple"})) == 0
+    assert _rows(warehouse, "SELECT run_id, world_size, step_time_us FROM projections ORDER BY 2") == before
+    assert [r[1] for r in before] == [2, 4]
