@@ -88,8 +88,11 @@ class ProjectedPoint:
 
 def _frame(points: list[ProjectedPoint]) -> pl.DataFrame:
     """One row per point, every column typed even when all its values are NULL."""
-    names = list(ProjectedPoint.__dataclass_fields__)
-    return pl.DataFrame([p.to_dict() for p in points], schema=names, infer_schema_length=None, orient="row")
+    types = {"int": pl.Int64, "bool": pl.Boolean, "str": pl.String, "str | None": pl.String}
+    schema = {
+        name: types.get(str(f.type), pl.Float64) for name, f in ProjectedPoint.__dataclass_fields__.items()
+    }
+    return pl.DataFrame([p.to_dict() for p in points], schema=schema)
 
 
 @dataclass(frozen=True)

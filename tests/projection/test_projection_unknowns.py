@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 import tracehouse
 from support.testdata import SAMPLE_TRACES, shared_path
@@ -224,6 +225,8 @@ def test_projections_show_as_tables_in_a_notebook(warehouse: Path) -> None:
     assert frame["world_size"].to_list() == [1, 2, 8]
     assert frame["step_time_us"].to_list() == [p.step_time_us for p in ddp1.points]
     assert ddp1.df().shape == frame.shape
+    # Typed columns even where every value is NULL (no point of ddp-ws1 at 2 and 8 is flagged).
+    assert frame["flag"].dtype == pl.String and frame["flag"].null_count() == 3
     page = ddp1._repr_html_()
     assert page.count("<table") == 1 and "ddp-ws1" in page and "scaling_efficiency" in page
     fsdp1 = next(r for r in results if r.facts.run_id == "fsdp-ws1")
