@@ -62,9 +62,8 @@ def batch_flag(facts: RunFacts, layout: Layout, weak_scaling: bool) -> str | Non
     if weak_scaling or batch is None or batch >= layout.dp_new:
         return None
     return (
-        f"a global batch of {batch} sequence(s) is less than one per data-parallel rank at "
-        f"{layout.dp_new} data-parallel ranks: no runnable configuration under strong scaling "
-        "(--weak-scaling keeps the batch per device)"
+        f"a global batch of {batch} sequence(s) is less than one per data-parallel rank: no runnable "
+        "configuration under strong scaling (--weak-scaling keeps the batch per device)"
     )
 
 
