@@ -123,7 +123,9 @@ def project(
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
     the points are stored in the warehouse's `projections` table and returned with each run's
-    identity check (docs/projection.md). `scenario` names the points (default: from what changes)."""
+    identity check (docs/projection.md). `scenario` names the points (default: from what changes).
+    Across a study, a run that cannot be projected is left out and named with its reason in the
+    result's `failed`; the result shows as tables in a notebook and `.pl()` gives its points."""
     from tracehouse.pipeline.projection.project import project_study
     from tracehouse.pipeline.projection.scenario import Scenario
 
