@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracehouse.pipeline.cli.options import add_warehouse_option
 from tracehouse.pipeline.common.errors import TracehouseError
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reason is printed); a point with less than one sequence per data-parallel rank is flagged. "
         "Across a study, a run that cannot be projected is listed and the command exits 1.",
     )
-    p.add_argument("--warehouse", required=True, type=Path, metavar="DIR", help="warehouse directory")
+    add_warehouse_option(p)
     p.add_argument("--study", required=True, metavar="S", help="the study")
     p.add_argument("--run", metavar="R", help="one run (default: every run of the study)")
     p.add_argument(
