@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 from tracehouse.reports.source import frame
+from tracehouse.reports.tables import present
 
 QUERY = """
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.run_id, s.world_size, r.nodes, s.step_time_us,
@@ -40,12 +41,43 @@ def headline(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = 
     rows = frame(con, QUERY, study, strategy)
     if rows.is_empty():
         return [Fact(label="No data", text="This study has no scale point with a measured step.")]
-    return [
+    facts = [
         Fact(label="Scale points", text=scale_points_sentence(rows)),
         Fact(label="Best throughput per device", text=best_sentence(rows)),
         Fact(label="Scaling efficiency", text=efficiency_sentence(rows)),
         Fact(label="At the largest scale", text=dominant_sentence(rows)),
     ]
+    partial = partial_runs(con, study, strategy)
+    if partial.height:
+        facts.append(Fact(label="Partial runs", text=partial_sentence(partial)))
+    return facts
+
+
+PARTIAL = """
+SELECT c.run_id, any_value(c.run_world_size) AS world_size, count(*) AS rank_traces
+FROM trace_coverage c JOIN runs r USING (study, run_id)
+WHERE c.study = $1 AND c.run_coverage IS NOT NULL AND ($2 IS NULL OR r.strategy = $2)
+GROUP BY c.run_id ORDER BY c.run_id
+"""
+
+
+def partial_runs(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = None) -> pl.DataFrame:
+    """The runs with fewer rank traces than their world size (trace_coverage.run_coverage)."""
+    if "run_coverage" not in present(con, "trace_coverage", ("run_coverage",)):
+        return pl.DataFrame()  # a warehouse of an older tracehouse
+    return frame(con, PARTIAL, study, strategy)
+
+
+def partial_sentence(partial: pl.DataFrame) -> str:
+    """Which runs have traces of only some ranks: their figures cover those ranks only."""
+    runs = [
+        f"{r['run_id']} ({r['rank_traces']:,} of {r['world_size']:,} ranks)"
+        for r in partial.iter_rows(named=True)
+    ]
+    return (
+        f"{', '.join(runs)}: the other ranks' traces are not in the warehouse, so these runs' step "
+        "times and breakdowns cover the ranks shown only (Provenance lists them)."
+    )
 
 
 def _strategies(rows: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:

@@ -70,6 +70,18 @@ def provenance_tables(con: duckdb.DuckDBPyConnection, study: str) -> list[Table]
             study,
         )
     ]
+    if "run_coverage" in present(con, "trace_coverage", ("run_coverage",)):
+        tables.append(
+            query_table(
+                con,
+                "Partial runs (traces of fewer ranks than the world size)",
+                "SELECT run_id, any_value(run_world_size) AS world_size, list(rank ORDER BY rank) AS ranks, "
+                "any_value(run_coverage) AS note FROM trace_coverage "
+                "WHERE study = $1 AND run_coverage IS NOT NULL GROUP BY run_id ORDER BY run_id",
+                study,
+                empty="none: every run has a trace of each of its ranks",
+            )
+        )
     if has_relation(con, "traces"):
         tables.append(
             query_table(

@@ -14,7 +14,7 @@ PROJECTED = """
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions, p.notes,
        p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
        p.tokens_per_s_per_device, p.scaling_efficiency, p.marginal_tokens_per_s_per_device,
-       coalesce(p.knee, false) AS knee,
+       coalesce(p.knee, false) AS knee, p.knee_note, p.flag,
        p.compute_frac, p.exposed_comm_frac, p.other_frac, p.idle_frac,
        p.exposed_comm_dp_frac, p.exposed_comm_tp_frac, p.exposed_comm_pp_frac, p.exposed_comm_other_frac
 FROM projections p JOIN runs r USING (study, run_id)
@@ -128,6 +128,7 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         _sig("tokens_per_s_per_device"),
         _sig("scaling_efficiency"),
         "knee",
+        pl.col("flag").is_not_null().alias("flagged"),
         pl.lit("projected").alias("source"),
     )
     measured = measured_rows(con, study).filter(
@@ -165,6 +166,12 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         )
         .transform_filter("datum.source == 'measured'")
     )
+    # sizes that are no runnable configuration (less than one sequence per rank): hollow rings
+    flagged_marks = (
+        base.mark_point(shape="circle", size=70, filled=False, strokeWidth=1.5)
+        .encode(color=colour, tooltip=_curve_tooltip())
+        .transform_filter("datum.source == 'projected' && datum.flagged")
+    )
     knee = base.transform_filter("datum.source == 'projected' && datum.knee")
     knee_marks = knee.mark_point(shape="diamond", size=110, filled=True, stroke="#222").encode(
         color=colour, tooltip=_curve_tooltip()
@@ -183,7 +190,7 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         .mark_text(align="left", dx=8, dy=-10, fontSize=11, color="#222")
         .encode(text="label:N")
     )
-    layers = alt.layer(line, measured_dots, knee_marks, knee_labels, data=rows).properties(
+    layers = alt.layer(line, measured_dots, flagged_marks, knee_marks, knee_labels, data=rows).properties(
         width=kit.WIDTH, height=kit.HEIGHT
     )
     faceted = kit.only_chosen_strategy(
@@ -192,7 +199,8 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         ).resolve_axis(x="independent")
     )
     return kit.with_strategy_signal(faceted).properties(
-        title="Projected throughput per device (dots: measured; diamonds: the knee)"
+        title="Projected throughput per device (dots: measured; diamonds: the knee; "
+        "rings: fewer than one sequence per rank)"
     )
 
 
@@ -263,15 +271,12 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str 
     scenario = "baseline" if "baseline" in curve["scenario"] else curve["scenario"].min()
     curve = curve.filter(pl.col("scenario") == scenario).sort("world_size")
     name = run_id if scenario == "baseline" else f"{run_id} ({scenario})"
-    top = curve.row(-1, named=True)
+    # the largest size that is a runnable configuration; flagged sizes are named, not described
+    runnable = curve.filter(pl.col("flag").is_null())
+    top = (runnable if not runnable.is_empty() else curve).row(-1, named=True)
     devices = f"{top['world_size']:,} device" + ("" if top["world_size"] == 1 else "s")
-    knees = curve.filter(pl.col("knee"))["world_size"]
-    if top["tokens_per_s_per_device"] is None:
-        knee = "the knee is unknown (no run manifest gives tokens per step)"
-    elif knees.len():
-        knee = f"the knee is at {knees[0]:,} devices"
-    else:
-        knee = f"no knee up to {devices}"
+    knee = curve["knee_note"].drop_nulls().first() or "knee unknown"  # the projection says what it knows
+    flagged = curve.filter(pl.col("flag").is_not_null())["world_size"]
     text = f"{name} projected: {knee}; at {devices}"
     if top["scaling_efficiency"] is not None:
         text += f" each device gives {_percent(top['scaling_efficiency'])} of its measured throughput,"
@@ -282,7 +287,11 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str 
     leader = max(dims, key=dims.__getitem__)
     if top["exposed_comm_frac"] and dims[leader] > 0:
         text += f", {_percent(dims[leader] / top['exposed_comm_frac'])} of it {leader}"
-    return text + "."
+    text += "."
+    if flagged.len():
+        sizes = ", ".join(f"{n:,}" for n in flagged)
+        text += f" Flagged at {sizes} devices: {curve['flag'].drop_nulls().first()}."
+    return text
 
 
 def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
