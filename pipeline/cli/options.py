@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracehouse.collectors.model_sizes import MODELS, flops_per_token, param_count
+from tracehouse.collectors.model_sizes import MODELS, flops_per_token, fsdp_unit_params, param_count
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.common.manifest import check_facts
 from tracehouse.pipeline.discovery.ranks import parse_rank_options
@@ -109,8 +109,8 @@ RUN_FACT_OPTIONS: dict[str, tuple[type, str]] = {
     "--strategy": (str, "parallel strategy, e.g. ddp, fsdp, tp, pp, fsdp_tp"),
     "--model": (
         str,
-        "model name; a reference Llama-2 size (tiny, 7b, ...) also gives its parameters "
-        "and, with --seq-len, FLOPs per token",
+        "model name; a reference Llama-2 size (tiny, 7b, ...) also gives its parameters, its FSDP "
+        "units and, with --seq-len, FLOPs per token",
     ),
     "--dtype": (str, "compute dtype (bf16, fp16, tf32, fp32): with the trace's device name, the peak FLOP/s"),
     "--flops-per-token": (float, "training FLOPs per token (default for a reference --model: 6N + 12Lds)"),
@@ -141,7 +141,9 @@ def run_facts(args: argparse.Namespace) -> dict[str, Any]:
     facts = {name: value for name, value in facts.items() if value is not None}
     if facts.get("model") in MODELS:
         config = MODELS[facts["model"]]
+        facts.setdefault("model_config", config.as_dict())
         facts.setdefault("n_params", param_count(config))
+        facts.setdefault("fsdp_units", fsdp_unit_params(config))
         if "seq_len" in facts:
             facts.setdefault("flops_per_token", flops_per_token(config, facts["seq_len"]))
     try:

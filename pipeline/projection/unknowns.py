@@ -35,7 +35,8 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
         seen = "FSDP hooks (FSDP::*)" if not timeline.fsdp_hooks.is_empty() else "no data-parallel strategy"
         why = (
             "no manifest gives the run's strategy with n_params (ddp) or fsdp_units (fsdp) and dtype, "
-            f"and its trace shows {seen}; ingest the trace with a manifest.json beside it"
+            f"and its trace shows {seen}; state them in a manifest.json beside the trace, or when "
+            "ingesting it: --strategy, --model (a reference size gives parameters and FSDP units), --dtype"
         )
     elif strategy == "ddp" and facts.n_params and known_dtype:
         why = "the trace shows no backward (autograd::engine::evaluate_function:*) to issue them in"

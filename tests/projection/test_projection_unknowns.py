@@ -65,7 +65,7 @@ def test_fsdp_on_one_device_without_a_manifest_is_not_scaled_and_says_why(lone_f
         "not projected at 2, 8: one data-parallel rank measured, no data-parallel collective"
     )
     assert "no manifest gives the run's strategy with n_params (ddp) or fsdp_units (fsdp) and dtype" in notes
-    assert "its trace shows FSDP hooks (FSDP::*); ingest the trace with a manifest.json beside it" in notes
+    assert "its trace shows FSDP hooks (FSDP::*); state them in a manifest.json beside the trace" in notes
     assert "\n" not in notes
     assert knee_note.startswith(NO_THROUGHPUT)
     assert f"  note: {notes}\n" in out and f"  {knee_note}\n" in out
