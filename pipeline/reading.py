@@ -287,7 +287,7 @@ class Warehouse:
 
 @dataclass(frozen=True)
 class Charts:
-    """The report's charts, each `name(study=...)` -> an Altair chart (None when the study has no data).
+    """The report's charts, each `name(study=...)` -> an Altair chart (saying why, when there is no data).
 
     In a notebook each draws itself as an inline SVG, offline (pipeline/display.py), unless an
     Altair renderer was chosen (`alt.renderers.enable(...)`); `.save()`, `.to_dict()` work as usual.
@@ -300,7 +300,7 @@ class Charts:
 
         return pick_study(self.warehouse.connection, study)
 
-    def breakdown(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def breakdown(self, study: str | None = None) -> alt.TopLevelMixin:
         """Step time per scale point, split into compute, exposed communication, other and idle (ms)."""
         from tracehouse.reports.charts import breakdown
 
@@ -310,7 +310,7 @@ class Charts:
             )
         )
 
-    def breakdown_share(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def breakdown_share(self, study: str | None = None) -> alt.TopLevelMixin:
         """The same split as shares of the step."""
         from tracehouse.reports.charts import breakdown
 
@@ -320,7 +320,7 @@ class Charts:
             )
         )
 
-    def waits_by_collective(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def waits_by_collective(self, study: str | None = None) -> alt.TopLevelMixin:
         """Exposed communication per step and scale point, by parallel dimension and op."""
         from tracehouse.reports.charts import waits
 
@@ -328,61 +328,61 @@ class Charts:
             waits.collective_chart(waits.collective_rows(self.warehouse.connection, self._study(study)))
         )
 
-    def waits_by_kind(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def waits_by_kind(self, study: str | None = None) -> alt.TopLevelMixin:
         """Exposed communication split into wait and transfer, and idle split by cause, per scale point."""
         from tracehouse.reports.charts import waits
 
         return offline(waits.kind_chart(waits.kind_rows(self.warehouse.connection, self._study(study))))
 
-    def throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def throughput(self, study: str | None = None) -> alt.TopLevelMixin:
         """Tokens per second against devices, with the ideal line."""
         from tracehouse.reports.charts import scaling
 
         return offline(scaling.throughput_chart(self.warehouse.connection, self._study(study)))
 
-    def per_device(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def per_device(self, study: str | None = None) -> alt.TopLevelMixin:
         """Throughput per device and MFU against devices."""
         from tracehouse.reports.charts import scaling
 
         return offline(scaling.per_device_chart(self.warehouse.connection, self._study(study)))
 
-    def efficiency(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def efficiency(self, study: str | None = None) -> alt.TopLevelMixin:
         """Scaling efficiency and marginal throughput per added device."""
         from tracehouse.reports.charts import scaling
 
         return offline(scaling.efficiency_chart(self.warehouse.connection, self._study(study)))
 
-    def projected_throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def projected_throughput(self, study: str | None = None) -> alt.TopLevelMixin:
         """Projected tokens/s per device against devices per run and scenario, the knee marked."""
         from tracehouse.reports.charts import projection
 
         return offline(projection.throughput_chart(self.warehouse.connection, self._study(study)))
 
-    def projected_breakdown(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def projected_breakdown(self, study: str | None = None) -> alt.TopLevelMixin:
         """The projected step split into compute / exposed communication / other / idle per world size."""
         from tracehouse.reports.charts import projection
 
         return offline(projection.breakdown_chart(self.warehouse.connection, self._study(study)))
 
-    def power(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def power(self, study: str | None = None) -> alt.TopLevelMixin:
         """Power per device and tokens per joule against devices."""
         from tracehouse.reports.charts import power
 
         return offline(power.power_chart(self.warehouse.connection, self._study(study)))
 
-    def busbw(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def busbw(self, study: str | None = None) -> alt.TopLevelMixin:
         """Collective bus bandwidth against message size."""
         from tracehouse.reports.charts import collectives
 
         return offline(collectives.busbw_chart(self.warehouse.connection, self._study(study)))
 
-    def rank_heatmap(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def rank_heatmap(self, study: str | None = None) -> alt.TopLevelMixin:
         """Step time per rank and step at the largest scale point."""
         from tracehouse.reports.charts import ranks
 
         return offline(ranks.rank_heatmap_chart(self.warehouse.connection, self._study(study)))
 
-    def top_kernels(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def top_kernels(self, study: str | None = None) -> alt.TopLevelMixin:
         """The kernels or ops with the most time per rank, per run."""
         from tracehouse.reports.charts import kernels
 
