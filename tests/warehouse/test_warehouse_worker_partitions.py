@@ -36,7 +36,7 @@ def worker_disk(
 
     def load_trace(job, warehouse_dir, registered):
         outcome = real(job, warehouse_dir, registered)
-        for table, relative, _ in outcome.files:
+        for table, relative, *_ in outcome.files:
             source = Path(warehouse_dir) / relative
             if events_bytes is not None:
                 if table == "events":
