@@ -223,7 +223,14 @@ class Batch:
 
     def _register(self, outcome: FileOutcome) -> None:
         row = {**outcome.row, "ingested_at": datetime.now(timezone.utc)}
-        register_file(self._connection, REGISTERS[outcome.kind], row, list(outcome.files), outcome.tables)
+        register_file(
+            self._connection,
+            REGISTERS[outcome.kind],
+            row,
+            list(outcome.files),
+            outcome.tables,
+            warnings=outcome.warnings,
+        )
         self.seen.add(outcome.content_hash or "")
 
     def _report_loaded(self, outcome: FileOutcome) -> None:

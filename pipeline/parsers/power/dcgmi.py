@@ -46,7 +46,7 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
         if not line or line.startswith("#"):
             continue
         stamp, tab, body = line.partition("\t")
-        if not tab or not stamp.isdigit():
+        if not tab or not (stamp.isascii() and stamp.isdigit()):
             raise PowerLogError(path, f"line {number} lacks the sampler's '<unix_ns>\\t' stamp")
         tokens = body.split()
         if not tokens or tokens[0] in ("ID", "Id"):
@@ -54,7 +54,7 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
         if is_dmon_header(body):
             fields = body.lstrip("#").split()[1:]
             continue
-        if len(tokens) < 2 or not tokens[1].isdigit():
+        if len(tokens) < 2 or not (tokens[1].isascii() and tokens[1].isdigit()):
             messages.append(body.strip())  # e.g. "Error setting watches. Result: ..."
             continue
         if fields is None:
@@ -72,7 +72,7 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
         detail = f"dcgmi said: {messages[0]}" if messages else "no GPU rows"
         raise PowerLogError(path, f"dcgmi dmon log has no samples ({detail})")
     return samples_frame(
-        columns, host=facts.get("host") or host, source="dcgmi", clock=facts.get("clock", DCGMI_CLOCK)
+        path, columns, host=facts.get("host") or host, source="dcgmi", clock=facts.get("clock", DCGMI_CLOCK)
     )
 
 

@@ -62,8 +62,16 @@ class TimestampReader:
         self.clocks: set[str] = set()
 
     def __call__(self, number: int, text: str) -> int:
-        """Epoch nanoseconds of one timestamp cell."""
-        text = text.strip()
+        """Epoch nanoseconds of one timestamp cell; PowerLogError for a date the clock cannot place."""
+        try:
+            return self.read(number, text.strip())
+        except (OverflowError, OSError, ValueError):  # year 1 in the local zone, and the like
+            raise PowerLogError(
+                self.path, f"line {number}: timestamp {text.strip()[:40]!r} is out of range"
+            ) from None
+
+    def read(self, number: int, text: str) -> int:
+        """Epoch nanoseconds of one stripped timestamp cell."""
         try:
             local = datetime.strptime(text, LOCAL_FORMAT)
         except ValueError:
@@ -133,7 +141,7 @@ def parse_nvidia_smi_log(
     if not columns["ts_unix_ns"]:
         raise PowerLogError(path, "nvidia-smi log has a header but no sample rows")
     clock = ",".join(sorted(reader.clocks))
-    return samples_frame(columns, host=host, source="nvidia-smi", clock=clock)
+    return samples_frame(path, columns, host=host, source="nvidia-smi", clock=clock)
 
 
 def read_section(
@@ -164,6 +172,10 @@ def read_section(
         device = parse_cell(path, number, cells[device_name])
         if device is None:
             raise PowerLogError(path, f"line {number}: no GPU index")
+        if not (device.is_integer() and device >= 0):  # also NaN and inf
+            raise PowerLogError(
+                path, f"line {number}: GPU index {cells[device_name].strip()[:40]!r} is not one"
+            )
         columns["ts_unix_ns"].append(reader(number, cells["timestamp"]))
         columns["device"].append(int(device))
         columns["host"].append(host_cell(cells.get("hostname")) or file_host)

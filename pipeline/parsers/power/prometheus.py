@@ -50,6 +50,8 @@ def parse_prometheus(path: Path, text: str, *, host: str | None) -> pl.DataFrame
             continue
         column, divisor = METRICS[name]
         value = number_or_none(path, number, value_text)
+        if not (labels["gpu"].isascii() and labels["gpu"].isdigit()):
+            raise PowerLogError(path, f"line {number}: gpu label {labels['gpu'][:40]!r} is not a GPU index")
         key = (int(labels["gpu"]), labels.get("Hostname"), None if stamp_ms is None else int(stamp_ms))
         samples.setdefault(key, {})[column] = None if value is None else value / divisor
     if not samples:
@@ -78,4 +80,4 @@ def to_frame(path: Path, samples: dict, *, host: str | None) -> pl.DataFrame:
         for name, _ in METRICS.values():
             columns[name].append(values.get(name))
     clock = "prometheus-timestamp" if stamped == {True} else "file-mtime"
-    return samples_frame(columns, host=host, source="dcgm-exporter", clock=clock)
+    return samples_frame(path, columns, host=host, source="dcgm-exporter", clock=clock)
