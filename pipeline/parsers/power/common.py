@@ -22,7 +22,8 @@ def is_dcgm_blank(value: float) -> bool:
     """True when a DCGM number is one of its 'blank / not found / not supported' sentinels."""
     if isinstance(value, int):
         return value >= INT64_BLANK
-    return FP64_BLANK <= value < FP64_BLANK + FP64_BLANK_SPAN or value >= float(INT64_BLANK)
+    # the int64 sentinels printed as a double all round to 2^63; a larger number is just out of range
+    return FP64_BLANK <= value < FP64_BLANK + FP64_BLANK_SPAN or value == float(INT64_BLANK)
 
 
 def dcgm_number(path: Path, number: int, text: str, what: str) -> float | None:
