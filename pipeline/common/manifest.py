@@ -165,8 +165,8 @@ class RunManifest:
             raise ManifestError(path, _depth_message()) from None
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ManifestError(path, f"cannot read manifest: {exc}") from exc
-        if _depth(data) > MANIFEST_MAX_DEPTH:
-            raise ManifestError(path, _depth_message())
+        if problem := _tree_problem(data):
+            raise ManifestError(path, problem)
         if not isinstance(data, dict):
             raise ManifestError(path, "manifest is not a JSON object")
         try:
@@ -210,15 +210,25 @@ def _refused(text: str) -> Any:
     raise ValueError(f"{text} is not a JSON number")
 
 
-def _depth(value: Any) -> int:
-    """How deep arrays and objects nest in parsed JSON (a scalar is 0), without recursing."""
-    deepest, stack = 0, [(value, 1)]
+def _tree_problem(value: Any) -> str | None:
+    """Why parsed JSON cannot be a manifest: nested too deep, or a string (or key) the warehouse cannot
+    store (a lone surrogate is no UTF-8; a NUL ends a path); None when fine. Walked without recursing."""
+    stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
         if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
+            if level > MANIFEST_MAX_DEPTH:
+                return _depth_message()
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return f"the string {_shown(item)} holds a NUL character"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"the string {_shown(item)} is not valid Unicode (a lone surrogate)"
+    return None
 
 
 def _depth_message() -> str:

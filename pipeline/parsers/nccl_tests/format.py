@@ -46,7 +46,7 @@ CONCLUDED = re.compile(r"#\s*Collective test concluded:")
 # `#  Rank  0 Group  0 Pid 338393 on cnode2-001 device  0 [0000:1b:00] NVIDIA H100 80GB HBM3`
 RANK_LINE = re.compile(
     r"#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+"
-    r"device\s+\d+\s+\[[^\]]*\]\s*(?P<device>.*?)\s*$"
+    r"device\s+\d+\s+\[[^\]]*\]\s*(?P<device>.*)$"  # device: strip it (a lazy .*? is quadratic)
 )
 # `#       size         count      type   redop    root     time   algbw   busbw #wrong ...`
 COLUMN_HEADER = re.compile(r"#\s*size\s+count\s+type\b.*\btime\s+algbw\s+busbw\b")

@@ -45,6 +45,7 @@ _RANKS_OF_RATIO: dict[str, Callable[[float], float]] = {
         for op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter")
     },
 }
+FAILURE_CHARS = 200  # of a test's failure message, kept for its one-line warning
 _ROW_START = re.compile(r"\d+\Z", re.ASCII)
 # A program named in a file name, with or without its underscores (nccl_allreduce.log); the
 # longest spelling first, so reduce_scatter is not read as reduce.
@@ -107,7 +108,7 @@ class _Reader:
         elif failure := fmt.FAILURE.search(line):
             message = fmt.FAILURE_MESSAGE.search(line, failure.end())
             text = message.group(1).strip(" /") if message else line[failure.start() :]
-            self.current.failure = self.current.failure or text
+            self.current.failure = self.current.failure or text[:FAILURE_CHARS]
         elif (fields := line.split()) and _ROW_START.match(fields[0]):
             self._row(number, fields)
         elif fields and self._row_shaped(fields):
@@ -131,7 +132,7 @@ class _Reader:
         elif match := fmt.RANK_LINE.match(line):
             if len(match["rank"]) > 9:
                 raise InputFileError(self.path, f"line {number}: rank {match['rank'][:20]}... is not a rank")
-            test.ranks[int(match["rank"])] = (match["host"], match["device"])
+            test.ranks[int(match["rank"])] = (match["host"], match["device"].rstrip())
         elif fmt.COLUMN_HEADER.match(line):
             if test.points or test.ended:
                 test = self.next_test()

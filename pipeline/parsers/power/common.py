@@ -34,7 +34,7 @@ def dcgm_number(path: Path, number: int, text: str, what: str) -> float | None:
         try:
             value = float(text)
         except ValueError:
-            raise PowerLogError(path, f"line {number}: {what} {text!r} is not a number") from None
+            raise PowerLogError(path, f"line {number}: {what} {text[:40]!r} is not a number") from None
     return None if is_dcgm_blank(value) else float(value)
 
 

@@ -75,7 +75,7 @@ def parse_sampler_log(path: Path, text: str, facts: dict[str, str], *, host: str
         return parse_dcgmi_log(path, text, facts, host=host)
     if source == "nvidia-smi":
         return parse_nvidia_smi_log(path, text, facts, host=host, stamped=True)
-    raise PowerLogError(path, f"tracehouse power log names an unknown source {source!r}")
+    raise PowerLogError(path, f"tracehouse power log names an unknown source {str(source)[:40]!r}")
 
 
 def unreadable_reason(lines: list[str]) -> str:
