@@ -212,8 +212,10 @@ def _entry_outside(manifest_path: Path, manifest: RunManifest) -> str | None:
     for entry, name in named:
         try:
             target = (manifest_path.parent / name).resolve()
+            target.exists()  # raises for a name the system refuses (too long)
         except (OSError, RuntimeError) as exc:  # a symlink loop
-            return f"{entry} {name[:80]!r} cannot be resolved: {exc}"
+            why = getattr(exc, "strerror", None) or str(exc)[:120]
+            return f"{entry} {name[:80]!r} cannot be resolved: {why}"
         if not target.is_relative_to(folder):
             return f"{entry} {name[:80]!r} resolves outside the manifest's folder (to {target})"
     return None

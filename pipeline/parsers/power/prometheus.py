@@ -15,7 +15,8 @@ from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.parsers.power.common import dcgm_number, samples_frame
 
 SAMPLE_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
-LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+# A label starts after `{` or `,` (the lookbehind keeps findall linear on a long run of name characters).
+LABEL = re.compile(r'(?<=[{,])\s*([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 # metric -> (POWER_SAMPLES column, divisor to its unit)
 METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),  # W
@@ -51,7 +52,9 @@ def parse_prometheus(path: Path, text: str, *, host: str | None) -> pl.DataFrame
             continue
         column, divisor = METRICS[name]
         value = number_or_none(path, number, value_text)
-        if not (labels["gpu"].isascii() and labels["gpu"].isdigit()):
+        if stamp_ms is not None and len(stamp_ms) > 20:
+            raise PowerLogError(path, f"line {number}: timestamp {stamp_ms[:20]}... is beyond int64")
+        if not (labels["gpu"].isascii() and labels["gpu"].isdigit() and len(labels["gpu"]) <= 10):
             raise PowerLogError(path, f"line {number}: gpu label {labels['gpu'][:40]!r} is not a GPU index")
         key = (int(labels["gpu"]), labels.get("Hostname"), None if stamp_ms is None else int(stamp_ms))
         sample, value = samples.setdefault(key, {}), None if value is None else value / divisor
