@@ -4,6 +4,7 @@ only, and rows a parser drops reach the summary and ingest_errors as warnings.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,25 @@ def test_dropped_power_samples_are_a_warning_in_the_summary_and_ingest_errors(tm
     # ingesting it again skips the file and keeps its warnings
     assert ingest_json(capsys, str(run), "--warehouse", str(wh))[0] == 0
     assert len(rows(capsys, wh, "SELECT * FROM ingest_errors WHERE severity = 'warning'")) == 2
+
+
+def test_dropped_nccl_tests_rows_are_a_warning_not_an_internal_error(tmp_path, capsys, shared_data):
+    lines = (shared_data / "nccl-tests" / "superbench-a100-8gpu-allreduce-v2old.txt").read_text().split("\n")
+    lines[30] = lines[30].replace("36.18", "nan")  # line 31
+    lines[31] = re.sub(r"^( *)\d+", r"\g<1>" + "1" + "0" * 26, lines[31])  # line 32: 10^26 bytes
+    folder = tmp_path / "net"
+    folder.mkdir()
+    (folder / "all_reduce_perf.txt").write_text("\n".join(lines))
+    wh = tmp_path / "wh"
+    code, summary = ingest_json(capsys, str(folder), "--warehouse", str(wh))
+    path = folder / "all_reduce_perf.txt"
+    assert code == 0 and summary["nccl_tests_files"] == 1 and summary["failed"] == []
+    line = (
+        f"{path}: 2 result rows dropped: time_us outside [0, 9.0072e+15] (1), "
+        "bytes outside [0, 2.81475e+14] (1); its other results are loaded"
+    )
+    assert line in summary["warnings"]
+    assert rows(capsys, wh, "SELECT reason, severity, internal FROM ingest_errors") == [
+        {"reason": line, "severity": "warning", "internal": False}
+    ]
+    assert rows(capsys, wh, "SELECT count(*) AS n FROM network_curve_points") == [{"n": 2 * 32}]
