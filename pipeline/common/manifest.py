@@ -250,13 +250,13 @@ def _known_fields(kind: type, data: dict[str, Any], prefix: str, *, strict: bool
     known = [f.name for f in dataclasses.fields(kind)]
     unknown = sorted(k for k in data if k not in known)
     if strict and unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1)
+        close = difflib.get_close_matches(unknown[0][:SHOWN_CHARS], known, n=1)
         hint = (
             f"did you mean {prefix}{close[0]}?"
             if close
             else f"manifest_version {MANIFEST_VERSION} has no such field"
         )
-        raise ValueError(f"unknown field {prefix}{unknown[0]} ({hint})")
+        raise ValueError(f"unknown field {prefix}{unknown[0][:SHOWN_CHARS]} ({hint})")
     return {k: v for k, v in data.items() if k in known}
 
 

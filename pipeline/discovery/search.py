@@ -217,7 +217,7 @@ def _entry_outside(manifest_path: Path, manifest: RunManifest) -> str | None:
             why = getattr(exc, "strerror", None) or str(exc)[:120]
             return f"{entry} {name[:80]!r} cannot be resolved: {why}"
         if not target.is_relative_to(folder):
-            return f"{entry} {name[:80]!r} resolves outside the manifest's folder (to {target})"
+            return f"{entry} {name[:80]!r} resolves outside the manifest's folder (to {str(target)[:200]})"
     return None
 
 

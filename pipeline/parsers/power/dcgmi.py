@@ -74,7 +74,7 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
             path, number, columns, int(stamp), int(tokens[1]), dict(zip(fields, tokens[2:], strict=True))
         )
     if not columns["ts_unix_ns"]:
-        detail = f"dcgmi said: {messages[0]}" if messages else "no GPU rows"
+        detail = f"dcgmi said: {messages[0][:200]}" if messages else "no GPU rows"
         raise PowerLogError(path, f"dcgmi dmon log has no samples ({detail})")
     return samples_frame(
         path, columns, host=facts.get("host") or host, source="dcgmi", clock=facts.get("clock", DCGMI_CLOCK)
