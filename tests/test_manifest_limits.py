@@ -48,6 +48,10 @@ def refused(tmp_path: Path, text: str) -> str:
         (GOOD + ', "peak_flops": -1.5}', "peak_flops must be positive, got -1.5"),
         (GOOD + ', "traces": {"0": "a.json", "0": "b.json"}}', "key '0' appears twice in one object"),
         (GOOD + ', "run_id": "again"}', "key 'run_id' appears twice"),
+        (GOOD + ', "model": "\\ud800"}', "is not valid Unicode"),
+        (GOOD + ', "model_config": {"\\udc00": 1}}', "is not valid Unicode"),
+        (GOOD + ', "power": {"files": ["p\\u0000.csv"]}}', "holds a NUL character"),
+        (GOOD + ', "colour' + "x" * 5000 + '": 1}', "unknown field colourxxx"),
     ],
 )
 def test_out_of_range_numbers_and_duplicate_keys_are_one_line(tmp_path: Path, text: str, reason: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,24 @@ def test_an_average_bandwidth_out_of_range_fails_the_file(tmp_path: Path) -> Non
     path.write_text(text)
     with pytest.raises(InputFileError, match=r"line \d+: average bus bandwidth '-inf' is out of range"):
         parse_nccl_tests(path)
+
+
+def test_a_megabyte_rank_line_is_read_in_linear_time(tmp_path: Path) -> None:
+    result = parse_nccl_tests(edited(tmp_path, lambda line: line))  # the file as it is, then a long rank line
+    path = tmp_path / "all_reduce_perf.txt"
+    lines = path.read_text().split("\n")
+    lines[4] = lines[4].replace("A100", "A" + " " * 1_000_000 + "100")
+    path.write_text("\n".join(lines))
+    started = time.monotonic()
+    assert parse_nccl_tests(path).tests[0].ranks == result.tests[0].ranks
+    assert time.monotonic() - started < 5.0  # a lazy `.*?\s*$` took minutes
+
+
+def test_a_root_beyond_int32_drops_its_row(tmp_path: Path) -> None:
+    text = shared_path("nccl-tests/superbench-a100-8gpu-broadcast-v2old.txt").read_text()
+    lines = text.split("\n")
+    row = next(i for i, line in enumerate(lines) if re.match(r"^ +16384 ", line))
+    lines[row] = re.sub(r"(float) +0 ", r"\1 4294967296 ", lines[row], count=1)
+    path = tmp_path / "broadcast_perf.txt"
+    path.write_text("\n".join(lines))
+    assert parse_nccl_tests(path).dropped == (("root outside int32", 1),)

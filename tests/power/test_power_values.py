@@ -6,6 +6,7 @@ device index the warehouse cannot store (year 1, a 10^23 ns stamp) fails the fil
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,47 @@ def test_a_value_the_warehouse_cannot_store_fails_the_file_in_one_line(
     with pytest.raises(PowerLogError, match=reason) as caught:
         read(tmp_path, text)
     assert "\n" not in str(caught.value) and str(caught.value).startswith(str(tmp_path / "p.log"))
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (prom("250", 1) + prom("251", 1), r"line 2: a second DCGM_FI_DEV_POWER_USAGE of GPU 0 at one time"),
+        (
+            format_log_header(source="nvidia-smi", host="h", interval_ms=1, clock="c", utc_offset_s="2.5")
+            + f"{TS}\t{SMI}",
+            "utc_offset_s '2.5' is not a number of seconds within a day",
+        ),
+        (SMI + '2026/07/14 08:12:53.353, 0, "' + "1" * 200_000 + '"\n', "line 2: not a CSV row"),
+        (
+            '"x,index,y",timestamp,power.draw [W]\n1,2026/07/14 08:12:53.353,1 W\n',
+            "line 1: expected a query-gpu header",
+        ),
+    ],
+)
+def test_malformed_logs_fail_in_one_line(tmp_path: Path, text: str, reason: str) -> None:
+    with pytest.raises(PowerLogError, match=reason) as caught:
+        read(tmp_path, text)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < len(str(tmp_path)) + 200
+
+
+def test_a_repeated_header_may_name_the_device_column_anew(tmp_path: Path) -> None:
+    text = SMI + smi("250") + "timestamp, gpu, power.draw [W]\n" + smi("251", "2026/07/14 08:12:54.353")
+    assert read(tmp_path, text).frame["power_w"].to_list() == [250.0, 251.0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-1"' + "x" * 1_000_000 + ',Hostname="h"} 250 1\n',
+        SMI.replace("power.draw [W]", "power.draw " + " " * 1_000_000 + "[W]") + smi("250"),
+        SMI + smi("250") + "2026/07/14 08:12:54.353, 0, 1" + " " * 1_000_000 + "x W\n",
+    ],
+)
+def test_a_megabyte_line_is_read_in_linear_time(tmp_path: Path, text: str) -> None:
+    started = time.monotonic()
+    try:
+        read(tmp_path, text)
+    except PowerLogError:
+        pass
+    assert time.monotonic() - started < 5.0  # a quadratic regex took minutes

@@ -47,7 +47,11 @@ def without_unit(name: str) -> str:
 
 def is_query_gpu_header(line: str) -> bool:
     """True for a `--query-gpu` CSV header line that has what a power sample needs."""
-    names = header_names(line.split(","))
+    return has_sample_columns(header_names(line.split(",")))
+
+
+def has_sample_columns(names: list[str]) -> bool:
+    """Whether column names hold what a power sample needs: timestamp, a device and power.draw."""
     return "power.draw" in names and ("index" in names or "gpu" in names) and "timestamp" in names
 
 
@@ -196,7 +200,7 @@ def read_section(
 def read_header(path: Path, number: int, line: str) -> tuple[list[str], str]:
     """A header line's column names and the one naming the device (wrapper scripts number GPUs in `gpu`)."""
     names = header_names(csv_fields(path, number, line))
-    if not is_query_gpu_header(",".join(names)):  # a quoted cell may hide a name from the quick check
+    if not has_sample_columns(names):  # a quoted cell may hide a name from the quick check
         raise PowerLogError(
             path, f"line {number}: expected a query-gpu header with timestamp, index, power.draw"
         )
