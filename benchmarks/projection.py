@@ -121,6 +121,9 @@ def world_size_two(root: Path, skip_collect: bool) -> None:
         points = {p["world_size"]: p for p in run["points"]}
         strategy = run["run_id"].split("-")[0]
         truth = measured_by_strategy.get(strategy)
+        if 2 not in points:  # refused: its data-parallel collectives cannot be planned
+            print(f"   {run['run_id']:<14} not projected: {'; '.join(run['notes'])}")
+            continue
         guess = points[2]["step_time_us"]
         error = f"{100 * (guess - truth) / truth:+7.1f}%" if truth else "-"
         print(

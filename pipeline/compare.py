@@ -6,11 +6,16 @@ names and orders the rows for display (`tracehouse diff`, the Python API, the re
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
 
 COLUMNS = (
     "item",
@@ -22,6 +27,19 @@ COLUMNS = (
     "change_us",
     "share_of_step_change",
 )
+
+# The frame of `RunDiff.pl()`: which table a row is in, then the view's columns.
+_FRAME_SCHEMA = {
+    "section": str,
+    "item": str,
+    "kind": str,
+    "name": str,
+    "class": str,
+    "a_us_per_step": float,
+    "b_us_per_step": float,
+    "change_us": float,
+    "share_of_step_change": float,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +69,42 @@ class RunDiff:
     def step_change_us(self) -> float:
         """B's step time less A's."""
         return self.step_b_us - self.step_a_us
+
+    def __repr__(self) -> str:
+        """Which runs, the step times and how many items changed, on one line."""
+        return (
+            f"RunDiff({self.a} -> {self.b}: step {self.step_a_us:,.0f} -> {self.step_b_us:,.0f} us "
+            f"({self.step_change_us:+,.0f} us); {len(self.regressions)} regressions, "
+            f"{len(self.improvements)} improvements; .pl() has every row)"
+        )
+
+    def _repr_html_(self) -> str:
+        """The components, regressions and improvements as tables (a notebook shows this)."""
+        from tracehouse.pipeline.display import html_table
+
+        parts = [f"<p>{html.escape(repr(self))}</p>"]
+        for title, rows in self._sections():
+            if rows:
+                parts.append(html_table(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], title))
+        return "".join(parts)
+
+    def pl(self) -> pl.DataFrame:
+        """Every row (components, then regressions, then improvements) as a Polars frame."""
+        import polars as pl
+
+        rows = [{"section": title, **r} for title, rows in self._sections() for r in rows]
+        return pl.DataFrame(rows, schema=_FRAME_SCHEMA)
+
+    def df(self) -> pd.DataFrame:
+        """Every row as a pandas frame (needs pandas)."""
+        return self.pl().to_pandas()
+
+    def _sections(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        return [
+            ("components", self.components),
+            ("regressions", self.regressions),
+            ("improvements", self.improvements),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""

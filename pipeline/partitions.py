@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 import polars as pl
@@ -37,6 +39,26 @@ PARQUET_TABLES: dict[str, dict[str, pl.DataType]] = {
     "power_samples": {**_POWER_KEYS, **schema.POWER_SAMPLES},
 }
 TRACE_TABLES = ("events", "steps", "collectives", "threads", "process_groups")
+CHECKSUM_CHUNK = 1 << 20
+
+
+class Partition(NamedTuple):
+    """One Parquet partition as written: what `parquet_files` records to register and later verify it."""
+
+    table: str
+    path: str  # relative to the warehouse directory
+    n_rows: int
+    size_bytes: int
+    crc32: int  # of the file's bytes (zlib.crc32)
+
+
+def file_crc32(path: Path) -> int:
+    """The CRC-32 of a file's bytes (zlib's, as `parquet_files.crc32` records it)."""
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHECKSUM_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 def partition_file(table: str, *, study: str, run_id: str, rank: int | None, content_hash: str) -> str:

@@ -1,4 +1,4 @@
-"""Ingest progress on stderr: a per-file bar on a terminal, plain log lines otherwise.
+"""Ingest progress: a per-file bar on a terminal, one updating line in a notebook, log lines otherwise.
 
 Failures are always one line each (`error: PATH: reason`), whichever style is in use.
 """
@@ -6,7 +6,7 @@ Failures are always one line each (`error: PATH: reason`), whichever style is in
 from __future__ import annotations
 
 import sys
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 BAR_WIDTH = 30
 
@@ -21,7 +21,7 @@ class Progress(Protocol):
         """A task is back with one file (its outcome may wait until its run's rank claims settle)."""
 
     def file_done(self, path: str, status: str, detail: str) -> None:
-        """One file finished: status is loaded, skipped or failed; detail is one line."""
+        """One file finished: status is loaded, repaired, skipped or failed; detail is one line."""
 
     def finish(self) -> None:
         """All files are done."""
@@ -95,8 +95,7 @@ class BarProgress:
         self.waiting.discard(path)
         self.done += 1
         if status == "failed":
-            self.stream.write("\r\x1b[2K")
-            print(f"{self.prefix}: error: {path}: {detail}", file=self.stream)
+            self._error(f"{self.prefix}: error: {path}: {detail}")
         self._draw(path.rsplit("/", 1)[-1])
 
     def finish(self) -> None:
@@ -104,21 +103,65 @@ class BarProgress:
         self.stream.write("\n")
         self.stream.flush()
 
+    def _error(self, line: str) -> None:
+        """Print a failure above the bar (the bar is redrawn below it next)."""
+        self.stream.write("\r\x1b[2K")
+        print(line, file=self.stream)
+
     def _draw(self, name: str) -> None:
+        self.stream.write(f"\r\x1b[2K{self._bar(name)}")
+        self.stream.flush()
+
+    def _bar(self, name: str) -> str:
         count = self.done + len(self.waiting)
         filled = BAR_WIDTH * count // max(self.total, 1)
         bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        self.stream.write(f"\r\x1b[2K{self.prefix} [{bar}] {count}/{self.total} {name[:40]}")
-        self.stream.flush()
+        return f"{self.prefix} [{bar}] {count}/{self.total} {name[:40]}"
+
+
+class NotebookProgress(BarProgress):
+    """The bar as one output line of a notebook cell, updated in place (an IPython display handle).
+
+    A kernel's stderr shows no terminal control codes; errors go there, one line each, below it.
+    """
+
+    def __init__(self, stream: TextIO, prefix: str = "tracehouse ingest") -> None:
+        super().__init__(stream, prefix)
+        self.handle: Any = None
+
+    def finish(self) -> None:
+        """Nothing: the line stays as last drawn."""
+
+    def _error(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+    def _draw(self, name: str) -> None:
+        from IPython.display import display
+
+        bundle = {"text/plain": self._bar(name)}
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True)
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython with a kernel attached)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
 
 
 def make_progress(kind: str | Progress | None = "auto", stream: TextIO | None = None) -> Progress:
-    """A reporter: "auto" (bar on a terminal, lines otherwise), "bar", "lines", "off"/None, or one given."""
+    """A reporter: "auto" (a bar on a terminal or in a notebook, lines otherwise), "bar", "lines", "off"/None,
+    or one given. In a notebook the bar is one output line updated in place."""
     if kind is None or kind == "off":
         return Silent()
     if not isinstance(kind, str):
         return kind
     stream = stream if stream is not None else sys.stderr
+    if kind in ("bar", "auto") and in_notebook():
+        return NotebookProgress(stream)
     if kind == "bar" or (kind == "auto" and stream.isatty()):
         return BarProgress(stream)
     if kind in ("lines", "auto"):

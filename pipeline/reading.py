@@ -7,19 +7,26 @@ folder (`warehouse.connect`), so the raw Parquet views resolve from any working 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.display import html_table, offline
+from tracehouse.pipeline.sandbox import seal, sealed
+from tracehouse.pipeline.warehouse import closed_on_error, open_for_query
 
 if TYPE_CHECKING:  # altair takes seconds to import: only chart and report calls pay for it
     import altair as alt
+    import polars as pl
     from tracehouse.pipeline.compare import RunDiff
     from tracehouse.reports.build import ReportResult
 
+# What a Warehouse's repr counts, and the columns of runs its notebook table shows.
+_COUNTS = "SELECT count(DISTINCT study), count(*), sum(n_rank_traces) FROM runs"
+_RUN_COLUMNS = ("study", "run_id", "model", "strategy", "world_size", "n_rank_traces", "status")
 # Statement types that only read; anything else (COPY ... TO, INSERT, SET, ATTACH, ...) is refused.
 READ_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 
@@ -39,16 +46,31 @@ def check_read_only(sql: str) -> None:
 
 
 def open_reader(warehouse_dir: str | Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection over a warehouse (its relative Parquet paths resolve from anywhere)."""
+    """A read-only connection over a warehouse for tracehouse's own queries (its relative Parquet paths
+    resolve from anywhere); a user's SQL runs on `open_sealed`."""
     return open_for_query(Path(warehouse_dir).absolute())
 
 
-def query(warehouse_dir: str | Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Column names and rows of the last statement, run on a read-only connection."""
+def open_sealed(warehouse_dir: str | Path, *, allow: Iterable[str | Path] = ()) -> duckdb.DuckDBPyConnection:
+    """A connection in the query sandbox: it reads the warehouse and nothing else (see `sandbox`).
+
+    `allow`: directories whose files the user's SQL may also read (and write: DuckDB's rule).
+    """
+    directory = Path(warehouse_dir).absolute()
+    connection = open_for_query(directory, isolated=True)
+    with closed_on_error(connection):
+        seal(connection, directory, allow=[Path(d) for d in allow])
+    return connection
+
+
+def query(
+    warehouse_dir: str | Path, sql: str, *, allow: Iterable[str | Path] = ()
+) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of the last statement, run in the query sandbox."""
     check_read_only(sql)
-    with open_reader(warehouse_dir) as connection:
+    with open_sealed(warehouse_dir, allow=allow) as connection:
         try:
-            result = connection.execute(sql)
+            result = sealed(connection, Path(warehouse_dir), lambda: connection.execute(sql))
             columns = [d[0] for d in result.description or []]
             return columns, result.fetchall()
         except duckdb.Error as exc:
@@ -72,9 +94,9 @@ class Warehouse:
     filtered by the given study, run and rank. Close it (or use `with`) to release the file.
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, allow_files: Iterable[str | Path] = ()) -> None:
         self.directory = Path(directory).absolute()
-        self.connection = open_reader(self.directory)
+        self.connection = open_sealed(self.directory, allow=allow_files)
         self.charts = Charts(self)
 
     def __enter__(self) -> Warehouse:
@@ -84,17 +106,53 @@ class Warehouse:
         self.close()
 
     def __repr__(self) -> str:
-        return f"tracehouse.Warehouse({str(self.directory)!r})"
+        """The folder and what it holds, on one line."""
+        try:
+            studies, runs, traces = self.connection.sql(_COUNTS).fetchall()[0]
+        except duckdb.ConnectionException:
+            return f"tracehouse.Warehouse({str(self.directory)!r}) (closed)"
+        except duckdb.Error as exc:  # a repr never raises: a warehouse made by hand may lack columns
+            return f"tracehouse.Warehouse({str(self.directory)!r}) ({one_line(exc)})"
+        study_word = "study" if studies == 1 else "studies"
+        return (
+            f"tracehouse.Warehouse({str(self.directory)!r}): {studies} {study_word}, {runs} runs, "
+            f"{traces or 0} rank traces"
+        )
+
+    def _repr_html_(self) -> str | None:
+        """The warehouse's runs as a table (a notebook shows this); None (the repr instead) when closed."""
+        caption = f"{self!r}; wh.views() lists the public views"
+        try:
+            rows = self.connection.sql(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY ALL").fetchall()
+        except duckdb.Error:
+            return None
+        return html_table(_RUN_COLUMNS, rows, caption)
+
+    def views(self) -> pl.DataFrame:
+        """The public views, one row each: name, meaning (also its DuckDB comment), grain and columns."""
+        import polars as pl
+        from tracehouse.pipeline.view_docs import contracts_by_relation, meaning
+
+        rows = [
+            {
+                "name": c.relation,
+                "meaning": meaning(c),
+                "grain": c.grain,
+                "columns": [col.name for col in c.columns],
+            }
+            for c in contracts_by_relation().values()
+        ]
+        return pl.DataFrame(rows)
 
     def close(self) -> None:
         """Release the warehouse file."""
         self.connection.close()
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Any read-only SQL over the warehouse, as a DuckDB relation."""
+        """Any read-only SQL over the warehouse, as a DuckDB relation (in the query sandbox)."""
         check_read_only(query)
         try:
-            return self.connection.sql(query)
+            return sealed(self.connection, self.directory, lambda: self.connection.sql(query))
         except duckdb.Error as exc:
             raise WarehouseError(one_line(exc)) from exc
 
@@ -202,7 +260,7 @@ class Warehouse:
         if not self.connection.sql(exists).fetchall()[0][0]:
             raise WarehouseError(
                 f"{self.directory}: no projections yet; make them with "
-                "tracehouse project --warehouse DIR --study S --world-sizes 8,16,..."
+                "tracehouse.project(DIR, study=S, world_sizes=[8, 16, ...])"
             )
         return _filtered(
             self.connection, "projections", {"study": study, "run_id": run, "scenario": scenario}
@@ -229,7 +287,11 @@ class Warehouse:
 
 @dataclass(frozen=True)
 class Charts:
-    """The report's charts, each `name(study=...)` -> an Altair chart (None when the study has no data)."""
+    """The report's charts, each `name(study=...)` -> an Altair chart (saying why, when there is no data).
+
+    In a notebook each draws itself as an inline SVG, offline (pipeline/display.py), unless an
+    Altair renderer was chosen (`alt.renderers.enable(...)`); `.save()`, `.to_dict()` work as usual.
+    """
 
     warehouse: Warehouse
 
@@ -238,84 +300,90 @@ class Charts:
 
         return pick_study(self.warehouse.connection, study)
 
-    def breakdown(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def breakdown(self, study: str | None = None) -> alt.TopLevelMixin:
         """Step time per scale point, split into compute, exposed communication, other and idle (ms)."""
         from tracehouse.reports.charts import breakdown
 
-        return breakdown.step_breakdown_chart(
-            breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
+        return offline(
+            breakdown.step_breakdown_chart(
+                breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
+            )
         )
 
-    def breakdown_share(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def breakdown_share(self, study: str | None = None) -> alt.TopLevelMixin:
         """The same split as shares of the step."""
         from tracehouse.reports.charts import breakdown
 
-        return breakdown.breakdown_share_chart(
-            breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
+        return offline(
+            breakdown.breakdown_share_chart(
+                breakdown.breakdown_rows(self.warehouse.connection, self._study(study))
+            )
         )
 
-    def waits_by_collective(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def waits_by_collective(self, study: str | None = None) -> alt.TopLevelMixin:
         """Exposed communication per step and scale point, by parallel dimension and op."""
         from tracehouse.reports.charts import waits
 
-        return waits.collective_chart(waits.collective_rows(self.warehouse.connection, self._study(study)))
+        return offline(
+            waits.collective_chart(waits.collective_rows(self.warehouse.connection, self._study(study)))
+        )
 
-    def waits_by_kind(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def waits_by_kind(self, study: str | None = None) -> alt.TopLevelMixin:
         """Exposed communication split into wait and transfer, and idle split by cause, per scale point."""
         from tracehouse.reports.charts import waits
 
-        return waits.kind_chart(waits.kind_rows(self.warehouse.connection, self._study(study)))
+        return offline(waits.kind_chart(waits.kind_rows(self.warehouse.connection, self._study(study))))
 
-    def throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def throughput(self, study: str | None = None) -> alt.TopLevelMixin:
         """Tokens per second against devices, with the ideal line."""
         from tracehouse.reports.charts import scaling
 
-        return scaling.throughput_chart(self.warehouse.connection, self._study(study))
+        return offline(scaling.throughput_chart(self.warehouse.connection, self._study(study)))
 
-    def per_device(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def per_device(self, study: str | None = None) -> alt.TopLevelMixin:
         """Throughput per device and MFU against devices."""
         from tracehouse.reports.charts import scaling
 
-        return scaling.per_device_chart(self.warehouse.connection, self._study(study))
+        return offline(scaling.per_device_chart(self.warehouse.connection, self._study(study)))
 
-    def efficiency(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def efficiency(self, study: str | None = None) -> alt.TopLevelMixin:
         """Scaling efficiency and marginal throughput per added device."""
         from tracehouse.reports.charts import scaling
 
-        return scaling.efficiency_chart(self.warehouse.connection, self._study(study))
+        return offline(scaling.efficiency_chart(self.warehouse.connection, self._study(study)))
 
-    def projected_throughput(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def projected_throughput(self, study: str | None = None) -> alt.TopLevelMixin:
         """Projected tokens/s per device against devices per run and scenario, the knee marked."""
         from tracehouse.reports.charts import projection
 
-        return projection.throughput_chart(self.warehouse.connection, self._study(study))
+        return offline(projection.throughput_chart(self.warehouse.connection, self._study(study)))
 
-    def projected_breakdown(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def projected_breakdown(self, study: str | None = None) -> alt.TopLevelMixin:
         """The projected step split into compute / exposed communication / other / idle per world size."""
         from tracehouse.reports.charts import projection
 
-        return projection.breakdown_chart(self.warehouse.connection, self._study(study))
+        return offline(projection.breakdown_chart(self.warehouse.connection, self._study(study)))
 
-    def power(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def power(self, study: str | None = None) -> alt.TopLevelMixin:
         """Power per device and tokens per joule against devices."""
         from tracehouse.reports.charts import power
 
-        return power.power_chart(self.warehouse.connection, self._study(study))
+        return offline(power.power_chart(self.warehouse.connection, self._study(study)))
 
-    def busbw(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def busbw(self, study: str | None = None) -> alt.TopLevelMixin:
         """Collective bus bandwidth against message size."""
         from tracehouse.reports.charts import collectives
 
-        return collectives.busbw_chart(self.warehouse.connection, self._study(study))
+        return offline(collectives.busbw_chart(self.warehouse.connection, self._study(study)))
 
-    def rank_heatmap(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def rank_heatmap(self, study: str | None = None) -> alt.TopLevelMixin:
         """Step time per rank and step at the largest scale point."""
         from tracehouse.reports.charts import ranks
 
-        return ranks.rank_heatmap_chart(self.warehouse.connection, self._study(study))
+        return offline(ranks.rank_heatmap_chart(self.warehouse.connection, self._study(study)))
 
-    def top_kernels(self, study: str | None = None) -> alt.TopLevelMixin | None:
+    def top_kernels(self, study: str | None = None) -> alt.TopLevelMixin:
         """The kernels or ops with the most time per rank, per run."""
         from tracehouse.reports.charts import kernels
 
-        return kernels.top_kernels_chart(self.warehouse.connection, self._study(study))
+        return offline(kernels.top_kernels_chart(self.warehouse.connection, self._study(study)))

@@ -24,6 +24,7 @@ import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.partitions import EMPTY_NAME, duckdb_file
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, dependency_order
+from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
 
 RunKey = tuple[str, str]  # study, run_id
 RUNS = "refresh_runs"  # the TEMP table of the runs being recomputed
@@ -92,6 +93,9 @@ def overlay_runs(
             "ON t.study = r.study AND t.run_id = r.run_id "
             f"UNION ALL BY NAME SELECT * FROM memory.main.{f.name}__recomputed"
         )
+        contract = contracts_by_relation().get(f.name)  # a public table shows its meaning here too
+        for statement in comment_statements(contract, "VIEW", f"temp.main.{f.name}") if contract else []:
+            connection.execute(statement)
     return [f.name for f in ordered]
 
 

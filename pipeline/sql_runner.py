@@ -26,6 +26,7 @@ import duckdb
 from tracehouse.pipeline.common.comm_vocabulary import seed_rows as comm_vocabulary_rows
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.common.hardware import seed_rows as device_peak_rows
+from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"
@@ -205,10 +206,24 @@ def create_relations(
             connection.execute(f.text)
             if f.seeded:
                 fill_seed(connection, f.name)
+            comment(connection, f)
         except duckdb.Error as exc:
             message = one_line(exc)
             raise WarehouseError(f"{f.label} failed: {message}") from exc
     return [f.name for f in ordered]
+
+
+def comment(connection: duckdb.DuckDBPyConnection, f: SqlFile) -> None:
+    """Give a public relation and its columns their contract's meanings as DuckDB comments.
+
+    Run right after the file: `CREATE OR REPLACE` drops the comments a relation had.
+    """
+    contract = contracts_by_relation().get(f.name)
+    match = _CREATES.search(f.text)
+    if contract is None or match is None:
+        return
+    for statement in comment_statements(contract, match["kind"].upper()):
+        connection.execute(statement)
 
 
 def _relation_kinds(connection: duckdb.DuckDBPyConnection) -> dict[str, str]:

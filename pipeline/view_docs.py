@@ -1,10 +1,14 @@
-"""The public views' contracts (`sql/views/**/<name>.contract.toml`) and `docs/views.md` made from them.
+"""The public views' contracts (`sql/views/**/<name>.contract.toml`) and what is made from them.
 
-Run `python -m tracehouse.pipeline.view_docs` to regenerate the page; a test fails when it drifts.
+Made from them: `docs/views.md` (run `python -m tracehouse.pipeline.view_docs` to regenerate it;
+a test fails when it drifts), the DuckDB comments on every public view and its columns (so any
+DuckDB client shows them), and `wh.views()`.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +49,37 @@ def load_contracts(views_dir: Path = VIEWS_DIR) -> list[Contract]:
     return [_read(path) for path in sorted(views_dir.rglob("*.contract.toml"), key=lambda p: p.name)]
 
 
+@functools.cache
+def contracts_by_relation() -> dict[str, Contract]:
+    """The packaged contracts by relation name (read once per process)."""
+    return {c.relation: c for c in load_contracts()}
+
+
+def meaning(contract: Contract) -> str:
+    """The view's meaning in one sentence: the first of its description."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", contract.description, maxsplit=1)[0]
+
+
+def column_meaning(column: Column) -> str:
+    """A column's meaning with its unit, e.g. `compute time (us)`."""
+    return f"{column.doc} ({column.unit})" if column.unit else column.doc
+
+
+def comment_statements(contract: Contract, kind: str, name: str | None = None) -> list[str]:
+    """`COMMENT ON` statements giving the relation (kind: VIEW or TABLE; name: qualified, else the
+    contract's) and its columns their meanings."""
+    name = name or contract.relation
+    statements = [f"COMMENT ON {kind} {name} IS {_literal(meaning(contract))}"]
+    statements += [
+        f'COMMENT ON COLUMN {name}."{c.name}" IS {_literal(column_meaning(c))}' for c in contract.columns
+    ]
+    return statements
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"  # COMMENT ON takes no prepared parameters
+
+
 def _read(path: Path) -> Contract:
     data = tomllib.loads(path.read_text())
     return Contract(
@@ -65,6 +100,8 @@ def render(contracts: list[Contract]) -> str:
         "Generated from `sql/views/**/*.contract.toml` by `python -m tracehouse.pipeline.view_docs`;",
         "do not edit by hand. Every rule behind these numbers is in METHODOLOGY.md and",
         "`docs/methodology-decisions.md`. Durations are µs (DOUBLE), instants ns since the epoch.",
+        "The first sentence of each description is the view's DuckDB comment (and its `meaning` in",
+        "`wh.views()`); each column's meaning and unit are its column comment.",
         "",
     ]
     for c in contracts:

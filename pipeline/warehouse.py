@@ -28,6 +28,7 @@ from tracehouse.pipeline.sql_runner import (
     fill_seed,
     load_sql_files,
 )
+from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
 
 DB_NAME = "tracehouse.duckdb"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.
@@ -52,6 +53,8 @@ SELECT md5(concat_ws('|',
         FROM comm_vocabulary)
 ))
 """
+# What DuckDB says when this process already holds the file in the other mode (held_in_this_process).
+_HELD_HERE_SIGNS = ("different configuration than existing connections", "Unique file handle conflict")
 # A commit that writes the materialized tables checkpoints (see `transaction`): any log size.
 CHECKPOINT_AT_COMMIT = "0b"
 
@@ -72,7 +75,8 @@ def connect(
     path = db_path(warehouse_dir)
     if not path.is_file():
         raise WarehouseError(
-            f"{warehouse_dir}: no warehouse here (no {DB_NAME}); create one with tracehouse ingest"
+            f"{warehouse_dir}: no warehouse here (no {DB_NAME}); "
+            "create one with tracehouse ingest (tracehouse.ingest in Python)"
         )
     try:
         wait_s = (READ_WAIT_S if read_only else 0.0) if wait_s is None else wait_s
@@ -83,11 +87,36 @@ def connect(
 
 
 def _configured(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
-    """The connection, with the views' relative paths resolved against the warehouse directory."""
-    connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
-    # tracehouse reports its own progress; DuckDB's bar would draw over it (and into notebooks).
-    connection.execute("SET enable_progress_bar = false")
+    """The connection, with the views' relative paths resolved against the warehouse directory.
+
+    Closed if the settings fail: a connection left open would make every later open of the
+    file in this process fail with DuckDB's "different configuration" error.
+    """
+    with closed_on_error(connection):
+        connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
+        quiet_progress(connection)
     return connection
+
+
+def quiet_progress(connection: duckdb.DuckDBPyConnection) -> None:
+    """Turn DuckDB's own progress bar off where it is on (tracehouse reports its own progress).
+
+    Only where it is on: in a Jupyter kernel without ipywidgets DuckDB starts with it off and
+    refuses any SET of it (InvalidInputException naming ipywidgets).
+    """
+    on = connection.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]
+    if on:
+        connection.execute("SET enable_progress_bar = false")
+
+
+@contextmanager
+def closed_on_error(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The connection, closed if the block raises (the caller keeps it only when the block completes)."""
+    try:
+        yield connection
+    except BaseException:
+        connection.close()
+        raise
 
 
 def _open_duckdb(path: Path, *, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
@@ -109,7 +138,9 @@ def duckdb_config() -> dict[str, str]:
 
 
 def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> WarehouseError:
-    """The one-line error for a DuckDB file that would not open: busy (locked by another process) or else."""
+    """The one-line error for a DuckDB file that would not open: held in this process, busy, or else."""
+    if held_in_this_process(exc):
+        return WarehouseError(_held_here(warehouse_dir, read_only=read_only))
     if not is_locked(exc):
         return WarehouseError(f"{db_path(warehouse_dir)}: cannot open: {one_line(exc)}")
     if read_only:
@@ -119,6 +150,28 @@ def open_error(warehouse_dir: Path, exc: duckdb.Error, *, read_only: bool) -> Wa
         )
     return WarehouseError(
         f"{warehouse_dir}: busy: another process (a query or an ingest?) has it open; retry when it finishes"
+    )
+
+
+def held_in_this_process(exc: BaseException | None) -> bool:
+    """Whether DuckDB refused because this process holds the file open in the other mode (read-only/write).
+
+    Opened directly, DuckDB says "different configuration"; attached to another database (a
+    stale warehouse read in memory, see `open_in_memory`), "Unique file handle conflict".
+    """
+    return isinstance(exc, duckdb.Error) and any(sign in str(exc) for sign in _HELD_HERE_SIGNS)
+
+
+def _held_here(warehouse_dir: Path, *, read_only: bool) -> str:
+    """What holds the file in this process, and what to do, in one sentence."""
+    if read_only:  # the holder writes: an ingest, or a read-write duckdb.connect of the user's
+        return (
+            f"{warehouse_dir}: this Python process has the warehouse open for writing (an ingest under "
+            "way, or a read-write duckdb.connect); wait for the ingest or close that connection, then open it"
+        )
+    return (
+        f"{warehouse_dir}: this Python process has the warehouse open read-only (a tracehouse.open "
+        "handle, or a read-only duckdb.connect); call its close() (wh.close()) first, then ingest"
     )
 
 
@@ -220,6 +273,13 @@ def refresh_materialized(
     return names
 
 
+def refresh_runs_now(connection: duckdb.DuckDBPyConnection, runs: set[tuple[str, str]]) -> list[str]:
+    """Recompute (or drop) these runs' materialized rows, record the stamps, in the caller's transaction."""
+    names = refresh_runs(connection, load_sql_files(), runs)
+    _record_stamps(connection)
+    return names
+
+
 @contextmanager
 def transaction(connection: duckdb.DuckDBPyConnection, *, checkpoint: bool = False) -> Iterator[None]:
     """Run the block in one transaction: committed if it completes, rolled back if it raises.
@@ -297,12 +357,14 @@ def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def sql_digest(files: list[SqlFile]) -> str:
-    """A digest of every SQL file's name and text, and of the rows of every seeds/ table."""
+    """A digest of every SQL file's name and text, of the rows of every seeds/ table and of the comments."""
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.label):
         digest.update(f"{f.label}\0{f.text}\0".encode())
         if f.seeded:
             digest.update(f"{sorted(SEEDS[f.name]())!r}\0".encode())
+        if f.name in contracts_by_relation():  # a changed meaning is an outdated comment
+            digest.update(f"{comment_statements(contracts_by_relation()[f.name], '')!r}\0".encode())
     return digest.hexdigest()
 
 
@@ -351,17 +413,27 @@ def stale_runs(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]] | 
     return changed_runs(run_stamps(connection), before)
 
 
-def open_for_query(warehouse_dir: Path) -> duckdb.DuckDBPyConnection:
+def open_for_query(warehouse_dir: Path, *, isolated: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection that never writes the warehouse; out-of-date relations are recomputed in memory.
 
     Only the stale runs' materialized rows are recomputed when the SQL and the shared inputs are
     current (see `stale_runs`); otherwise every view and table is rebuilt in memory, which costs
     what the refresh at the end of an ingest costs over the whole warehouse, for every command.
+    `isolated`: always a database of its own (in memory, the warehouse attached read-only), so
+    that settings made on it, such as the query sandbox's, stay off other connections to the file
+    in this process (DuckDB shares one database, and its settings, per file and process).
     """
     connection = connect(warehouse_dir, read_only=True)
-    if views_are_current(connection):
-        return connection
-    stale = stale_runs(connection)
+    with closed_on_error(connection):
+        if "warehouse_meta" not in stored_tables(connection):  # a DuckDB file tracehouse did not make
+            raise WarehouseError(
+                f"{warehouse_dir}: {DB_NAME} is no tracehouse warehouse (no warehouse_meta table); "
+                "create one with tracehouse ingest (tracehouse.ingest in Python)"
+            )
+        current = views_are_current(connection)
+        if current and not isolated:
+            return connection
+        stale = set() if current else stale_runs(connection)
     connection.close()
     return open_in_memory(warehouse_dir, runs=stale)
 
@@ -381,24 +453,21 @@ def open_in_memory(
     shown in place of their stored ones (refresh.overlay_runs).
     """
     connection = duckdb.connect(":memory:", config=duckdb_config())
-    try:
-        connection.execute(f"ATTACH ? AS {ATTACHED} (READ_ONLY)", [str(db_path(warehouse_dir))])
-    except duckdb.Error as exc:
-        connection.close()
-        raise open_error(warehouse_dir, exc, read_only=True) from exc
-    connection.execute("SET file_search_path = ?", [str(Path(warehouse_dir).resolve())])
-    connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
-    try:
+    with closed_on_error(connection):
+        try:
+            connection.execute(f"ATTACH ? AS {ATTACHED} (READ_ONLY)", [str(db_path(warehouse_dir))])
+        except duckdb.Error as exc:
+            raise open_error(warehouse_dir, exc, read_only=True) from exc
+        _configured(connection, warehouse_dir)
+        connection.execute(f"SET search_path = 'memory.main,{ATTACHED}.main'")
         if runs is not None:
-            overlay_runs(connection, load_sql_files(), runs, source=ATTACHED)
+            if runs:
+                overlay_runs(connection, load_sql_files(), runs, source=ATTACHED)
             return connection
         stored = stored_tables(connection)
         shadow_older_tables(connection, stored)
         rebuilt = [f for f in load_sql_files() if f.materialized or f.seeded or f.name not in stored]
         create_relations(connection, rebuilt)
-    except WarehouseError:
-        connection.close()
-        raise
     return connection
 
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.common.version import version
 from tracehouse.pipeline.compare import diff_runs
 from tracehouse.reports.headline import headline
 from tracehouse.reports.html import Page, render
 from tracehouse.reports.methodology import methodology
-from tracehouse.reports.provenance import provenance_tables
+from tracehouse.reports.provenance import display_path, provenance_tables
 from tracehouse.reports.sections import (
     breakdown_section,
     comparison_section,
@@ -47,13 +47,16 @@ def build_page(
     strategies = frame(
         con, "SELECT DISTINCT strategy FROM runs WHERE study = $1 AND strategy IS NOT NULL ORDER BY 1", study
     )["strategy"].to_list()
+    # the picker offers the strategies when there are several; each then gets its own headline
+    picked = strategies if len(strategies) > 1 else []
     return Page(
         study=study,
         warehouse=warehouse_label,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        version=_version(),
+        version=version(),
         strategies=strategies,
         headline=headline(con, study),
+        headline_by_strategy={name: headline(con, study, name) for name in picked},
         sections=[
             breakdown_section(con, study),
             waits_section(con, study),
@@ -97,7 +100,7 @@ def build_report(
     con = open_warehouse(warehouse_dir)
     try:
         chosen = pick_study(con, study)
-        page = build_page(con, chosen, str(warehouse_dir), compare=compare)
+        page = build_page(con, chosen, display_path(str(warehouse_dir), parts=1), compare=compare)
     finally:
         con.close()
     try:
@@ -110,10 +113,3 @@ def build_report(
     pngs = write_pngs(page, Path(png_dir)) if png_dir is not None else []
     charts = sum(1 for s in page.sections for f in s.figures if f.chart is not None)
     return ReportResult(html=out, study=chosen, charts=charts, pngs=pngs)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("tracehouse")
-    except importlib.metadata.PackageNotFoundError:
-        return "dev"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import altair as alt
 import jinja2
-from tracehouse.reports.charts.kit import ALL_STRATEGIES
+from tracehouse.reports.charts.kit import ALL_STRATEGIES, empty_reason
 from tracehouse.reports.headline import Fact
 from tracehouse.reports.methodology import Methodology
 from tracehouse.reports.tables import Table
@@ -30,6 +30,15 @@ class Figure:
     chart: alt.TopLevelMixin | None = None
     note: str | None = None  # shown when there is no chart
     caption: str | None = None
+    grain: str | None = None  # what one mark is: "one bar per run", shown under the chart
+    details: list[str] = field(default_factory=list)  # folded away under the note or chart
+    details_title: str = "Details"
+
+    def __post_init__(self) -> None:
+        # a chart that only says why it is empty reads better as the page's own sentence
+        reason = empty_reason(self.chart)
+        if reason is not None:
+            self.chart, self.note = None, reason
 
     @functools.cached_property
     def spec_json(self) -> str | None:
@@ -45,6 +54,19 @@ class Section:
     title: str
     intro: str | None = None
     figures: list[Figure] = field(default_factory=list)
+    # the intro's data sentence for one strategy's runs, shown when the page's picker chooses it
+    intro_by_strategy: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # charts of one missing input say the same sentence: say it once
+        said: set[str] = set()
+        kept = []
+        for figure in self.figures:
+            if figure.chart is None and figure.note in said:
+                continue
+            said.add(figure.note or "")
+            kept.append(figure)
+        self.figures = kept
 
 
 @dataclass(kw_only=True)
@@ -57,6 +79,8 @@ class Page:
     version: str
     strategies: list[str]
     headline: list[Fact]
+    # the headline of one strategy's runs, shown when the page's picker chooses it
+    headline_by_strategy: dict[str, list[Fact]] = field(default_factory=dict)
     sections: list[Section]
     methodology: Methodology
     provenance: list[Table]

@@ -45,9 +45,23 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Scaling efficiency",
         "against the smallest scale point of the study, fixed global batch: "
-        "(throughput ratio) / (device ratio). 100 % is linear scaling.",
+        "(throughput ratio) / (device ratio). 100 % is linear scaling. The headline measures each "
+        "strategy against its own smallest scale point instead (scale_points.strategy_scaling_efficiency); "
+        "where several runs share that size, against the best of them.",
     ),
     ("Marginal throughput", "extra tokens/s per extra device between consecutive scale points."),
+    (
+        "Top kernels and ops",
+        "per run, time per rank over the whole trace by name: kernels, copies and memsets on a GPU run; on "
+        "a CPU-only run the main thread's ops by self time (an op's duration less its children's), so "
+        "MmBackward0 is not counted again in evaluate_function: MmBackward0. The compute ops' self "
+        "times add up to the run's compute.",
+    ),
+    (
+        "One mark per run",
+        "every chart draws each run on its own (a repeat of a strategy and size is a second bar, point "
+        "or line, named by its run id); nothing is summed across runs.",
+    ),
     (
         "Exposed share of a collective",
         "every instant of exposed communication is split equally among the communication kernels (on "

@@ -14,6 +14,7 @@ import tracehouse.reports.charts.scaling as charts_scaling
 import tracehouse.reports.charts.waits as charts_waits
 from tracehouse.pipeline.compare import RunDiff
 from tracehouse.reports.html import Figure, Section
+from tracehouse.reports.source import frame
 
 
 def breakdown_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
@@ -31,12 +32,13 @@ def breakdown_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
                 id="fig-breakdown",
                 title="Step breakdown (ms)",
                 chart=charts_breakdown.step_breakdown_chart(rows),
-                note="No run of this study has a measured step.",
+                grain=charts_breakdown.GRAIN,
             ),
             Figure(
                 id="fig-breakdown-share",
                 title="Step breakdown (share)",
                 chart=charts_breakdown.breakdown_share_chart(rows),
+                grain=charts_breakdown.GRAIN,
             ),
         ],
     )
@@ -55,28 +57,44 @@ def waits_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
     return Section(
         id="waits",
         title="What the step waits for",
-        intro=charts_waits.headline_sentence(con, study)
-        + " The bars split the breakdown's exposed communication by the collective behind it (parallel "
-        "dimension, op, and the phase that issued it), then by kind: waiting for the slowest rank to "
-        "arrive, or moving data; and idle time by cause: the host had not launched the next work yet, or "
-        "the work was launched but had not started.",
+        intro=charts_waits.headline_sentence(con, study) + WAITS_RULES,
+        intro_by_strategy={
+            name: charts_waits.headline_sentence(con, study, name) + WAITS_RULES
+            for name in _strategies(con, study)
+        },
         figures=[
             Figure(
                 id="fig-waits-collective",
                 title="Exposed communication by collective (ms)",
                 chart=charts_waits.collective_chart(charts_waits.collective_rows(con, study)),
-                note="No run of this study has exposed communication.",
+                grain=charts_waits.GRAIN,
             ),
             Figure(
                 id="fig-waits-kind",
                 title="What the waiting is (ms)",
                 chart=charts_waits.kind_chart(charts_waits.kind_rows(con, study)),
-                note="No run of this study has a measured step.",
+                grain=charts_waits.GRAIN,
                 caption="Wait versus transfer needs each collective matched on every rank of its group; "
                 "idle causes need device events (CPU runs have none).",
             ),
         ],
     )
+
+
+WAITS_RULES = (
+    " The bars split the breakdown's exposed communication by the collective behind it (parallel "
+    "dimension, op, and the phase that issued it), then by kind: waiting for the slowest rank to "
+    "arrive, or moving data; and idle time by cause: the host had not launched the next work yet, or "
+    "the work was launched but had not started."
+)
+
+
+def _strategies(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """The study's named strategies when it has several (the page's picker offers them), else none."""
+    names = frame(
+        con, "SELECT DISTINCT strategy FROM runs WHERE study = $1 AND strategy IS NOT NULL ORDER BY 1", study
+    )["strategy"].to_list()
+    return names if len(names) > 1 else []
 
 
 def comparison_section(diff: RunDiff) -> Section:
@@ -92,7 +110,6 @@ def comparison_section(diff: RunDiff) -> Section:
                 id="fig-comparison",
                 title="What changed per step (ms)",
                 chart=charts_comparison.comparison_chart(diff),
-                note="The two runs have no step time to compare.",
             )
         ],
     )
@@ -114,20 +131,25 @@ def scaling_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
                 id="fig-throughput",
                 title="Global throughput",
                 chart=charts_scaling.throughput_chart(con, study),
-                note=charts_scaling.NO_THROUGHPUT,
+                grain=charts_scaling.GRAIN,
             ),
             Figure(
                 id="fig-per-device",
                 title="Per device",
                 chart=charts_scaling.per_device_chart(con, study),
+                grain=charts_scaling.GRAIN,
                 caption=mfu_note,
             ),
             Figure(
                 id="fig-efficiency",
                 title="Scaling efficiency",
                 chart=charts_scaling.efficiency_chart(con, study),
-                caption="Efficiency and marginal gain are measured against the study's smallest scale point "
-                "(its best run). Marginal throughput below zero means adding devices made the job slower.",
+                grain=charts_scaling.GRAIN + " Marginal bars: one per run, side by side.",
+                caption="As METHODOLOGY.md defines them, efficiency and marginal gain are measured against "
+                "the study's smallest scale point (its best run, whatever its strategy); the headline "
+                "measures each strategy against its own smallest run instead (both are in the tooltip). "
+                "Marginal "
+                "throughput below zero means adding devices made the job slower.",
             ),
         ],
     )
@@ -161,12 +183,16 @@ def projection_section(con: duckdb.DuckDBPyConnection, study: str, warehouse: st
         id="projection",
         title="Projected scaling",
         intro=charts_projection.headline_sentence(con, study) + " " + REPLAY_RULES,
+        intro_by_strategy={
+            name: charts_projection.headline_sentence(con, study, name) + " " + REPLAY_RULES
+            for name in _strategies(con, study)
+        },
         figures=[
             Figure(
                 id="fig-projection-throughput",
                 title="Projected throughput per device",
                 chart=charts_projection.throughput_chart(con, study),
-                note="The projected runs have no throughput: no run manifest gives tokens per step.",
+                grain="One line per run and scenario, one dot per measured run; one label per knee size.",
                 caption="Lines: each run replayed at more devices (one per run and scenario); dots: the "
                 "study's measured scale points; diamonds: the knee. "
                 + charts_projection.assumptions_sentence(con, study),
@@ -175,6 +201,7 @@ def projection_section(con: duckdb.DuckDBPyConnection, study: str, warehouse: st
                 id="fig-projection-breakdown",
                 title="Projected step breakdown",
                 chart=charts_projection.breakdown_chart(con, study),
+                grain="One panel per strategy's largest measured run, one bar per projected world size.",
                 caption="The largest measured run of each strategy: its replayed step split into compute, "
                 "exposed communication, other and idle at each projected world size.",
             ),
@@ -192,7 +219,9 @@ def power_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
                 id="fig-power",
                 title="Power and energy",
                 chart=charts_power.power_chart(con, study),
-                note=charts_power.power_note(con, study),
+                grain="One point per run.",
+                details=charts_power.power_details(con, study),
+                details_title="What the power tools said",
             ),
         ],
     )
@@ -212,36 +241,35 @@ def detail_sections(con: duckdb.DuckDBPyConnection, study: str) -> list[Section]
                     id="fig-busbw",
                     title="Bus bandwidth",
                     chart=charts_collectives.busbw_chart(con, study),
-                    note="No matched collective instance with a known message size in this study.",
+                    grain=charts_collectives.GRAIN,
                 )
             ],
         ),
         Section(
             id="stragglers",
             title="Stragglers at the largest scale",
-            intro="Step time of every rank and "
-            "step at each strategy's largest scale point: a row darker than the others is a slow rank that "
-            "the whole job waits for.",
+            intro="Step time of every rank and step at each strategy's largest scale point, against its "
+            "run's median step: an orange row is a slow rank that the whole job waits for.",
             figures=[
                 Figure(
                     id="fig-ranks",
                     title="Per-rank step time",
                     chart=charts_ranks.rank_heatmap_chart(con, study),
-                    note="No rank of this study has profiler steps.",
+                    grain=charts_ranks.GRAIN,
                 )
             ],
         ),
         Section(
             id="kernels",
             title="Top kernels and ops",
-            intro="Where device time goes by name, per scale "
-            "point (on CPU-only runs: the host ops, inclusive time).",
+            intro="Where device time goes by name, per run (on CPU-only runs: the ops of the main thread, "
+            "by self time, so an op nested in another is not counted twice).",
             figures=[
                 Figure(
                     id="fig-kernels",
                     title="Top kernels",
                     chart=charts_kernels.top_kernels_chart(con, study),
-                    note="No events are stored for this study.",
+                    grain=charts_kernels.GRAIN,
                 )
             ],
         ),

@@ -9,6 +9,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline import warehouse
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.sandbox import seal
 
 REQUIRED_VIEWS = ("runs", "scale_points", "step_breakdown")
 # Read by several charts each; the order lets later views reuse the earlier snapshots.
@@ -16,17 +17,21 @@ SNAPSHOT_VIEWS = ("runs", "step_breakdown", "scale_points")
 
 
 def open_warehouse(directory: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open a warehouse directory read-only, creating missing views first; WarehouseError when impossible."""
+    """Open a warehouse read-only in the query sandbox, out-of-date views recomputed in memory.
+
+    WarehouseError when it cannot be read.
+    """
     con = warehouse.connect(Path(directory), read_only=True)
-    if not _missing(con) and not _stale(con):
-        return _quiet(con)
-    con.close()
-    con = warehouse.open_for_query(Path(directory))
-    missing = _missing(con)
-    if missing:
-        con.close()
-        raise WarehouseError(f"{directory}: the warehouse has no view(s) {', '.join(missing)}")
-    return _quiet(con)
+    if _missing(con) or _stale(con) or has_relation(con, "warehouse_meta"):
+        con.close()  # a database of its own: the sandbox's settings stay off other connections
+        con = warehouse.open_for_query(Path(directory), isolated=True)
+    with warehouse.closed_on_error(con):
+        missing = _missing(con)
+        if missing:
+            raise WarehouseError(f"{directory}: the warehouse has no view(s) {', '.join(missing)}")
+        snapshot(con)
+        seal(con, Path(directory))  # the report reads the warehouse and nothing else
+    return con
 
 
 def _stale(con: duckdb.DuckDBPyConnection) -> bool:
@@ -36,12 +41,6 @@ def _stale(con: duckdb.DuckDBPyConnection) -> bool:
     `warehouse_meta` was made by hand (the tests' fabricated one) and is read as it is.
     """
     return has_relation(con, "warehouse_meta") and not warehouse.views_are_current(con)
-
-
-def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    # DuckDB draws a progress bar on the terminal for slow queries; a report prints only its result.
-    con.sql("SET enable_progress_bar = false")
-    return snapshot(con)
 
 
 def snapshot(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -28,3 +28,9 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     summary = ingest(runs, target)
     assert summary.failed == [], summary.failed
     return target
+
+
+@pytest.fixture(autouse=True)
+def _default_warehouse(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run without --warehouse uses a fresh folder, never ./warehouse of the checkout."""
+    monkeypatch.setenv("TRACEHOUSE_WAREHOUSE", str(tmp_path_factory.mktemp("default") / "warehouse"))

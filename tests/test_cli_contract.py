@@ -10,10 +10,22 @@ from support.testdata import REPO
 from tracehouse.pipeline.cli.main import build_parser
 
 # The design card's public interface (../shared/DESIGN.md).
-DESIGN_COMMANDS = {"collect", "ingest", "query", "report", "analyze", "diff", "calibrate", "project"}
-BUILT = DESIGN_COMMANDS
+DESIGN_COMMANDS = {
+    "collect",
+    "ingest",
+    "query",
+    "report",
+    "analyze",
+    "diff",
+    "calibrate",
+    "project",
+    "check",
+    "forget",
+    "export-trace",  # added by the open issues
+}
+BUILT = DESIGN_COMMANDS - {"export-trace"}
 # Commands whose README usage row lists every option they accept.
-FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff", "calibrate", "project")
+FULLY_DOCUMENTED = ("ingest", "query", "report", "analyze", "diff", "calibrate", "project", "check", "forget")
 # The design card's usage lines of built commands whose required options are exactly these.
 DESIGN_USAGE = {
     "calibrate": "tracehouse calibrate --world-size N --out DIR",
@@ -42,7 +54,12 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
 
 
 def _options(parser: argparse.ArgumentParser) -> list[list[str]]:
-    return [a.option_strings for a in parser._actions if a.option_strings and a.dest != "help"]
+    # (an older spelling kept for compatibility has no help: it is not part of the usage)
+    return [
+        a.option_strings
+        for a in parser._actions
+        if a.option_strings and a.dest != "help" and a.help != argparse.SUPPRESS
+    ]
 
 
 def test_readme_usage_lists_every_option() -> None:
@@ -59,11 +76,14 @@ def test_usage_matches_the_design_card() -> None:
     readme = (REPO / "README.md").read_text()
     for name, usage in DESIGN_USAGE.items():
         parser = _subcommands()[name]
-        required = [
-            (a.option_strings[-1], a.metavar) for a in parser._actions if a.option_strings and a.required
-        ]
+        accepted = {a.option_strings[-1]: a.metavar for a in parser._actions if a.option_strings}
+        required = {a.option_strings[-1] for a in parser._actions if a.option_strings and a.required}
         words = usage.split()[2:]  # --flag METAVAR pairs
-        assert required == list(zip(words[::2], words[1::2], strict=True)), name
+        listed = dict(zip(words[::2], words[1::2], strict=True))
+        # every option of the usage line is accepted as written, and every required one is listed
+        # (--warehouse is listed but has the shared default, see cli/options)
+        assert all(accepted.get(flag) == metavar for flag, metavar in listed.items()), name
+        assert required <= set(listed), name
         assert f"| `{usage}" in readme, f"README's `tracehouse {name}` row does not start with `{usage}`"
 
 

@@ -8,6 +8,7 @@ The Python API, over the same library the `tracehouse` command uses:
     wh.scale_points(study="llama2").pl()                     # one method per public view
     wh.sql("select * from step_breakdown where rank = 0").df()
     wh.charts.breakdown(study="llama2")                      # the report's Altair charts
+    wh.views()                                               # the public views and what they mean
     wh.diff("fsdp-ws4", "fsdp_tp-ws4-tp2")                   # what changed between two runs
     wh.report("report.html")
     tracehouse.project("warehouse", study="llama2", world_sizes=[64, 2048])  # `tracehouse project`
@@ -30,12 +31,14 @@ if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
     from tracehouse.pipeline.reading import Charts, Warehouse
 
+
 __all__ = [
     "Charts",
     "IngestSummary",
     "TracehouseError",
     "Warehouse",
     "WarehouseError",
+    "__version__",
     "ingest",
     "open",
     "project",
@@ -43,7 +46,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`tracehouse.Warehouse` and `tracehouse.Charts`, imported on first use."""
+    """`tracehouse.Warehouse` and `tracehouse.Charts`, imported on first use; `__version__`, read on use."""
+    if name == "__version__":  # reading package metadata costs every training rank's import otherwise
+        from tracehouse.pipeline.common.version import version
+
+        return version()
     if name in ("Warehouse", "Charts"):
         from tracehouse.pipeline import reading
 
@@ -51,11 +58,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracehouse' has no attribute {name!r}")
 
 
-def open(directory: str | Path) -> Warehouse:
-    """Open a warehouse directory read-only (it is never written); WarehouseError when it cannot be read."""
+def open(directory: str | Path, *, allow_files: Iterable[str | Path] = ()) -> Warehouse:
+    """Open a warehouse directory read-only (it is never written); WarehouseError when it cannot be read.
+
+    Its SQL reads the warehouse and nothing else; `allow_files` names directories whose files it
+    may read too (DuckDB then lets it write there as well).
+    """
     from tracehouse.pipeline.reading import Warehouse
 
-    return Warehouse(directory)
+    return Warehouse(directory, allow_files=allow_files)
 
 
 def ingest(
@@ -66,17 +77,32 @@ def ingest(
     run: str | None = None,
     ranks: Mapping[str, int] | None = None,
     scheduler: str | None = None,
-    progress: str = "off",
+    progress: str | None = None,
+    facts: Mapping[str, Any] | None = None,
 ) -> IngestSummary:
     """Ingest trace files or folders (and their runs' power logs) into a warehouse, as `tracehouse ingest`.
 
     `ranks` maps a file to its rank (`--rank FILE=N`), `scheduler` is a Dask scheduler address,
-    `progress` is "off", "auto", "bar" or "lines". The summary lists what loaded, failed and was skipped.
+    `progress` is "off", "auto", "bar" or "lines" (None: one updating line in a notebook, else
+    nothing), `facts` states manifest fields for the runs found without a manifest.json (e.g.
+    `{"tokens_per_step": 4096, "dtype": "bf16"}`). The summary lists what loaded, failed and was
+    skipped, and the runs the files went into.
     """
     from tracehouse.pipeline.ingest.driver import ingest as run_ingest  # Dask loads only when ingesting
+    from tracehouse.pipeline.progress import in_notebook
+
+    if progress is None:
+        progress = "auto" if in_notebook() else "off"
 
     return run_ingest(
-        paths, warehouse, study=study, run=run, ranks=ranks, scheduler=scheduler, progress=progress
+        paths,
+        warehouse,
+        study=study,
+        run=run,
+        ranks=ranks,
+        scheduler=scheduler,
+        progress=progress,
+        facts=facts,
     )
 
 
@@ -97,7 +123,9 @@ def project(
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
     the points are stored in the warehouse's `projections` table and returned with each run's
-    identity check (docs/projection.md). `scenario` names the points (default: from what changes)."""
+    identity check (docs/projection.md). `scenario` names the points (default: from what changes).
+    Across a study, a run that cannot be projected is left out and named with its reason in the
+    result's `failed`; the result shows as tables in a notebook and `.pl()` gives its points."""
     from tracehouse.pipeline.projection.project import project_study
     from tracehouse.pipeline.projection.scenario import Scenario
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import json
+import sys
 
 from tracehouse.collectors.calibrate.spec import (
     DEFAULT_ITERS,
@@ -12,6 +13,7 @@ from tracehouse.collectors.calibrate.spec import (
     OPS,
     default_spec,
 )
+from tracehouse.pipeline.cli.options import add_json_option, add_out_option
 from tracehouse.pipeline.common.errors import TracehouseError
 
 
@@ -26,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`tracehouse ingest OUT` reads like real nccl-tests output, plus calibration.json.",
     )
     p.add_argument("--world-size", type=int, required=True, metavar="N", help="number of ranks")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    add_out_option(p, metavar="DIR", help="output directory")
+    add_json_option(p, "what was written")
     p.add_argument(
         "--backend",
         choices=["auto", "gloo", "nccl"],
@@ -79,15 +82,25 @@ def handle(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise TracehouseError(f"invalid calibration: {exc}") from exc
+    human = sys.stderr if args.json else sys.stdout
     print(
         f"calibrating {', '.join(spec.ops)} on {spec.backend} at world size {spec.world_size}, "
         f"{len(spec.sizes())} sizes {spec.min_bytes}..{spec.max_bytes} B",
         flush=True,
+        file=human,
     )
-    report = run_calibration(spec, args.out, on_progress=lambda line: print(line, flush=True))
+    report = run_calibration(spec, args.out, on_progress=lambda line: print(line, flush=True, file=human))
     skipped = f"; skipped {', '.join(report.skipped)} (why: calibration.json)" if report.skipped else ""
+    if args.json:
+        files = [str(f) for f in report.files]
+        print(
+            json.dumps(
+                {"out": str(report.out_dir), "files": files, "skipped": list(report.skipped)}, indent=2
+            )
+        )
     print(
         f"wrote {len(report.files)} nccl-tests file(s) and calibration.json to {report.out_dir} "
-        f"in {report.wall_s:.1f} s{skipped}"
+        f"in {report.wall_s:.1f} s{skipped}",
+        file=human,
     )
     return 0

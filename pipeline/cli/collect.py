@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 from tracehouse.collectors.model_sizes import MODELS
 from tracehouse.collectors.spec import DEFAULT_TIMEOUT_S, STRATEGIES, ProfilingConfig, RunSpec
+from tracehouse.pipeline.cli.options import add_json_option, add_out_option
 from tracehouse.pipeline.common.errors import TracehouseError
 
 POINT_FLAGS = ("model", "strategy", "world_size")
@@ -22,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train.log, loss.jsonl, power logs and manifest.json.",
     )
     p.add_argument("sweep", nargs="?", type=Path, help="a sweep file (TOML); omit to give one point by flags")
-    p.add_argument("--out", type=Path, required=True, help="output directory (one folder per run)")
+    add_out_option(p, metavar="DIR", help="output directory (one folder per run)")
     p.add_argument("--emit", choices=["slurm"], help="write sbatch scripts instead of launching")
     p.add_argument("--model", choices=sorted(MODELS), help="named model size")
     p.add_argument("--strategy", choices=STRATEGIES, help="parallel layout")
@@ -36,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--study", help="study name (default: the model name)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per scale point")
+    add_json_option(p, "every scale point's run id, status and folder")
     p.set_defaults(handler=handle)
 
 
@@ -80,8 +84,15 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     manifests = run_sweep(specs, args.out, timeout_s=args.timeout)
     failed = [m.run_id for m in manifests if m.status != "ok"]
+    if args.json:
+        points = [
+            {"run_id": m.run_id, "status": m.status, "failure": m.failure, "dir": str(args.out / m.run_id)}
+            for m in manifests
+        ]
+        print(json.dumps(points, indent=2))
     print(
         f"{len(manifests) - len(failed)} of {len(manifests)} scale point(s) ok in {args.out}"
-        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; failed: {', '.join(failed)}" if failed else ""),
+        file=sys.stderr if args.json else sys.stdout,
     )
     return 1 if failed else 0

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from tracehouse.pipeline.cli.options import add_warehouse_option
+
 if TYPE_CHECKING:
     from tracehouse.pipeline.compare import RunDiff
 
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_a", metavar="RUN_A", help="the baseline run")
     p.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
-    p.add_argument("--warehouse", required=True, metavar="DIR", help="warehouse directory")
+    add_warehouse_option(p)
     p.add_argument("--study", help="study of both runs, when their ids repeat across studies")
     p.add_argument("--top", type=int, default=10, metavar="N", help="kernels/ops shown each way (default 10)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")

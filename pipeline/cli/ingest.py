@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from tracehouse.pipeline.cli.options import add_ingest_options, ingest_choices
+from tracehouse.pipeline.cli.options import add_ingest_options, add_warehouse_option, ingest_choices
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Files already ingested (same content hash) are skipped. Exit status 1 when any file failed.",
     )
     add_ingest_options(p)
-    p.add_argument(
-        "--warehouse", required=True, metavar="DIR", help="warehouse directory (created if absent)"
-    )
+    add_warehouse_option(p, creates=True)
     p.set_defaults(handler=run)
 
 

@@ -26,6 +26,8 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.diff",
     "tracehouse.pipeline.cli.calibrate",
     "tracehouse.pipeline.cli.project",
+    "tracehouse.pipeline.cli.check",
+    "tracehouse.pipeline.cli.forget",
 )
 # Exit status of an unexpected exception (a bug), as sysexits.h's EX_SOFTWARE.
 INTERNAL_ERROR = 70

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracehouse.pipeline.cli.options import add_warehouse_option
 from tracehouse.pipeline.common.errors import TracehouseError
 
 if TYPE_CHECKING:
@@ -23,10 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "measured step times), then again under a scenario at each world size, growing data "
         "parallelism. Collective transfers come from --network FILE or from a fit of the warehouse's "
         "network_curves (nccl-tests output, tracehouse calibrate, the runs' own collectives). Stores the "
-        "points in the projections table and prints them with the knee: the smallest world size at which "
-        "an added device brings less than half the measured throughput per device.",
+        "points in the projections table and prints them beside the study's measured points, with the "
+        "knee: the smallest world size at which an added device brings less than half the measured "
+        "throughput per device (or why it cannot be found). A run measured on one data-parallel rank "
+        "whose data-parallel collectives cannot be planned is not scaled along data parallelism (the "
+        "reason is printed); a point with less than one sequence per data-parallel rank is flagged. "
+        "Across a study, a run that cannot be projected is listed and the command exits 1.",
     )
-    p.add_argument("--warehouse", required=True, type=Path, metavar="DIR", help="warehouse directory")
+    add_warehouse_option(p)
     p.add_argument("--study", required=True, metavar="S", help="the study")
     p.add_argument("--run", metavar="R", help="one run (default: every run of the study)")
     p.add_argument(
@@ -107,7 +112,14 @@ def handle(args: argparse.Namespace) -> int:
     else:
         for result in results:
             print("\n".join(render(result)))
-    return 0
+    for run, why in results.failed.items():
+        print(f"tracehouse project: {args.study}/{run} not projected: {why}", file=sys.stderr)
+    if results.failed:
+        print(
+            f"tracehouse project: {len(results)} run(s) projected, {len(results.failed)} not",
+            file=sys.stderr,
+        )
+    return 1 if results.failed else 0
 
 
 def to_json(result: RunProjection) -> dict:
@@ -124,33 +136,55 @@ def to_json(result: RunProjection) -> dict:
             ],
         },
         "knee_world_size": result.knee,
+        "knee_note": result.knee_note,
         "notes": result.notes,
+        "refused": [{"world_size": size, "reason": why} for size, why in result.refused.items()],
         "points": [p.to_dict() for p in result.points],
     }
 
 
+def _cell(value: float | None, width: int, digits: int = 1, scale: float = 1.0) -> str:
+    return f"{value * scale:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+
 def render(result: RunProjection) -> list[str]:
-    """One run's projection as aligned text."""
+    """One run's projection as aligned text: each projected point beside the measured one where a
+    run of the study measured that world size, the world sizes not projected and why, the knee."""
     f = result.facts
     identity = result.identity
     lines = [
         f"{f.study}/{f.run_id} (measured at {f.world_size} device(s)): replay of the measured steps within "
         f"{100 * identity.median_error:.2f} % median, {100 * identity.max_error:.2f} % max",
-        "   devices    step ms  tok/s/dev    eff  compute  exposed   idle",
+        "   devices    step ms (measured)  tok/s/dev (measured)    eff  compute  exposed   idle",
     ]
-    for p in result.points:
-        tps = f"{p.tokens_per_s_per_device:10.1f}" if p.tokens_per_s_per_device is not None else f"{'-':>10}"
-        eff = f"{p.scaling_efficiency:6.2f}" if p.scaling_efficiency is not None else f"{'-':>6}"
-        mark = "  <- knee" if p.knee else ""
+    measured_by = []
+    rows = sorted(
+        [(p.world_size, p) for p in result.points] + list(result.refused.items()), key=lambda r: r[0]
+    )
+    for size, p in rows:
+        if isinstance(p, str):
+            lines.append(f"  {size:8d}  not projected (see below)")
+            continue
+        fracs = (p.compute_frac, p.exposed_comm_frac, p.idle_frac)
+        mark = ("  <- knee" if p.knee else "") + ("  (flagged)" if p.flag else "")
+        step = f"{_cell(p.step_time_us, 10, 2, 1e-3)} {_cell(p.measured_step_time_us, 10, 2, 1e-3)}"
         lines.append(
-            f"  {p.world_size:8d} {p.step_time_us / 1000:10.2f} {tps} {eff} {100 * p.compute_frac:7.1f}% "
-            f"{100 * p.exposed_comm_frac:7.1f}% {100 * p.idle_frac:5.1f}%{mark}"
+            f"  {p.world_size:8d} {step}"
+            f" {_cell(p.tokens_per_s_per_device, 10)} {_cell(p.measured_tokens_per_s_per_device, 10)}"
+            f" {_cell(p.scaling_efficiency, 6, 2)} {100 * fracs[0]:7.1f}% {100 * fracs[1]:7.1f}% "
+            f"{100 * fracs[2]:5.1f}%{mark}"
         )
+        if p.measured_run_id is not None and p.measured_run_id != f.run_id:
+            measured_by.append(f"{p.world_size} by {p.measured_run_id}")
+    if measured_by:
+        lines.append(f"  measured: {f.world_size} by {f.run_id}, {', '.join(measured_by)}")
     if result.points:
         lines.append(f"  assumptions: {result.points[0].assumptions}")
     lines.extend(f"  note: {note}" for note in result.notes)
-    knee = result.knee
-    lines.append(
-        f"  knee: {knee} devices" if knee else "  knee: none in the projected range (every added device pays)"
-    )
+    flagged: dict[str, list[int]] = {}
+    for p in result.points:
+        if p.flag:
+            flagged.setdefault(p.flag, []).append(p.world_size)
+    lines.extend(f"  flagged at {', '.join(map(str, sizes))}: {why}" for why, sizes in flagged.items())
+    lines.append(f"  {result.knee_note}")
     return lines

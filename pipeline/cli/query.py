@@ -9,7 +9,10 @@ import decimal
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
+
+from tracehouse.pipeline.cli.options import add_warehouse_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +23,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run read-only SQL on a warehouse (opened read-only; statements that write are refused).",
     )
     p.add_argument("sql", metavar="SQL", help='the query, e.g. "select * from step_breakdown limit 5"')
-    p.add_argument("--warehouse", required=True, metavar="DIR", help="warehouse directory")
+    add_warehouse_option(p)
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="the same as --format json"
+    )
+    p.add_argument(
+        "--allow-files",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="also let the SQL read files under DIR (repeatable; DuckDB then lets it write there too). "
+        "Without it a query reads the warehouse and nothing else",
+    )
     p.set_defaults(handler=run)
 
 
@@ -29,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the query and print its rows."""
     from tracehouse.pipeline.reading import query  # the warehouse loads only when it runs
 
-    columns, rows = query(args.warehouse, args.sql)
+    columns, rows = query(args.warehouse, args.sql, allow=args.allow_files)
     {"table": print_table, "csv": print_csv, "json": print_json}[args.format](columns, rows)
     return 0
 

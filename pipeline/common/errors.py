@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from pathlib import Path
 
 # Set to 1 in the environment to see the traceback of a tracehouse bug instead of its one line.
 DEBUG_VARIABLE = "TRACEHOUSE_DEBUG"
+
+
+# Faults of the system, not of a file or of tracehouse: the disk, the folder's mode, permissions.
+SYSTEM_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+_OS_ERROR_CODE = re.compile(r"\(os error (\d+)\)")
 
 
 def one_line(value: object) -> str:
@@ -44,6 +52,26 @@ class RankConflictError(TracehouseError):
 
 class WarehouseError(TracehouseError):
     """The warehouse cannot be opened, or a query was refused."""
+
+
+def system_fault(exc: BaseException | None) -> str | None:
+    """The OS's words for a system fault (disk full, read-only, permission) behind an exception, or None.
+
+    Libraries wrap it: an OSError (errno), Polars' and Arrow's "(os error 28)", DuckDB's IO errors
+    naming the OS's message. The exception's causes are looked at too.
+    """
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in SYSTEM_FAULTS:
+            return f"{os.strerror(exc.errno)} (os error {exc.errno})"
+        text = str(exc)
+        for match in _OS_ERROR_CODE.finditer(text):
+            if int(match[1]) in SYSTEM_FAULTS:
+                return f"{os.strerror(int(match[1]))} (os error {match[1]})"
+        for code in SYSTEM_FAULTS:
+            if os.strerror(code) in text:
+                return f"{os.strerror(code)} (os error {code})"
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 class SchedulerError(TracehouseError):

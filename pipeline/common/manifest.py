@@ -38,7 +38,9 @@ SHOWN_CHARS = 60
 # The facts a user may state for a run without a manifest.json (`tracehouse ingest --tokens-per-step ...`).
 STATED_FACTS = (
     "model",
+    "model_config",
     "n_params",
+    "fsdp_units",
     "flops_per_token",
     "global_batch",
     "seq_len",

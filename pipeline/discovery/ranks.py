@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+# How a reason names the ranks a user states: the same text is stored (ingest_errors) and read by
+# command-line and Python users alike, so it names the option of both.
+RANK_OPTION = "--rank (Python: ranks=)"
+RANK_OPTION_FORM = "--rank FILE=N (Python: ranks={FILE: N})"
+
 
 def rank_claim_reason(study: str, run_id: str, rank: int, others: str) -> str:
     """The one-line reason a file fails when other files claim the same rank of its run."""
@@ -44,5 +49,7 @@ class RankOptions:
 
     def unused(self) -> list[tuple[str, str]]:
         return [
-            (key, "--rank names no trace file being ingested") for key in self.ranks if key not in self.used
+            (key, f"{RANK_OPTION} names no trace file being ingested")
+            for key in self.ranks
+            if key not in self.used
         ]

@@ -33,7 +33,7 @@ from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
 from tracehouse.pipeline.discovery.grouping import RunGroup, group_folder
 from tracehouse.pipeline.discovery.header import read_header
 from tracehouse.pipeline.discovery.jobs import Discovery, NcclTestsJob, PowerJob, RunSource, TraceJob
-from tracehouse.pipeline.discovery.ranks import RankOptions
+from tracehouse.pipeline.discovery.ranks import RANK_OPTION, RankOptions
 from tracehouse.pipeline.discovery.sniff import (
     is_nccl_tests_output,
     is_profiler_trace_name,
@@ -329,7 +329,7 @@ def _add_trace(
     """Add one trace job; a --rank that contradicts the manifest's rank fails the file instead."""
     option = options.rank_of(path)
     if option is not None and listed is not None and option != listed:
-        reason = f"--rank says rank {option} but {MANIFEST_NAME} lists it as rank {listed}"
+        reason = f"{RANK_OPTION} says rank {option} but {MANIFEST_NAME} lists it as rank {listed}"
         found.errors.append((str(path), reason))
         return
     rank, origin = (option, "option") if option is not None else (listed, "manifest")

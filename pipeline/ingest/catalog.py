@@ -17,9 +17,9 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
-from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.common.errors import WarehouseError, one_line, system_fault
 from tracehouse.pipeline.common.manifest import STATED_FACTS
-from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, duckdb_file
+from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, Partition, duckdb_file
 from tracehouse.pipeline.warehouse import connect, is_locked, transaction
 
 LOCK_NAME = ".ingest.lock"
@@ -32,7 +32,11 @@ SHARED_HINT = " (the warehouse must be on a filesystem shared with the Dask work
 @contextmanager
 def ingest_lock(warehouse_dir: Path) -> Iterator[None]:
     """Hold the warehouse's ingest lock (one ingest at a time); WarehouseError if another holds it."""
-    with open(Path(warehouse_dir) / LOCK_NAME, "a") as handle:
+    try:
+        handle = open(Path(warehouse_dir) / LOCK_NAME, "a")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        raise WarehouseError(f"{warehouse_dir}: cannot write: {system_fault(exc) or one_line(exc)}") from exc
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -42,6 +46,20 @@ def ingest_lock(warehouse_dir: Path) -> Iterator[None]:
                 ) from exc
             # A filesystem without flock (some cluster mounts): go on, as before this lock existed.
         yield
+
+
+@contextmanager
+def faults_named(warehouse_dir: Path) -> Iterator[None]:
+    """A DuckDB write that failed for a system fault (disk full, read-only) as one WarehouseError line."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        if (fault := system_fault(exc)) is None:
+            raise
+        raise WarehouseError(
+            f"{warehouse_dir}: cannot write the catalog: {fault}; the files registered before are kept, "
+            "nothing half-written is: fix that, then run the same ingest again"
+        ) from exc
 
 
 def open_catalog(warehouse_dir: Path, *, wait_s: float) -> duckdb.DuckDBPyConnection | None:
@@ -80,23 +98,32 @@ def register_file(
     connection: duckdb.DuckDBPyConnection,
     table: str,
     row: dict,
-    files: list[tuple[str, str, int]],
+    files: list[Partition],
     tables: dict[str, pl.DataFrame] | None = None,
+    run_row: dict | None = None,
     warnings: Iterable[str] = (),
 ) -> None:
     """Register one source file atomically: its `traces` / `power_files` / `network_files` row, its
-    partitions, its rows of DuckDB tables (`tables`, by table name) and its warnings (as
-    `ingest_errors` rows of severity 'warning').
+    partitions, its rows of DuckDB tables (`tables`, by table name), its warnings (as
+    `ingest_errors` rows of severity 'warning'), and its run's run_manifests row (`run_row`) when
+    it is the run's first file: a run appears with a file.
 
     The partitions go in one statement: a statement per partition cost 0.8 ms each on the dev VM,
     most of a trace's registration.
     """
     with transaction(connection):
+        if run_row is not None:
+            upsert_run(connection, run_row)
         if files:
-            values = ", ".join("(?, ?, ?, ?)" for _ in files)
+            values = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in files)
             connection.execute(
-                f"INSERT INTO parquet_files (table_name, path, n_rows, content_hash) VALUES {values}",
-                [v for name, path, n_rows in files for v in (name, path, n_rows, row["content_hash"])],
+                "INSERT INTO parquet_files (table_name, path, n_rows, size_bytes, crc32, content_hash) "
+                f"VALUES {values}",
+                [
+                    v
+                    for p in files
+                    for v in (p.table, p.path, p.n_rows, p.size_bytes, p.crc32, row["content_hash"])
+                ],
             )
         for table_name, frame in (tables or {}).items():
             _insert_frame(connection, table_name, frame)
@@ -113,14 +140,14 @@ def register_file(
 
 
 def partition_problem(
-    connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, files: Iterable[tuple[str, str, int]]
+    connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, files: Iterable[Partition]
 ) -> str | None:
     """Why the driver cannot register a worker's partitions (missing, unreadable, other row counts), or None.
 
     Only the footers' row counts are read, by DuckDB, every partition of the file in one query
     (0.13 ms a partition on the dev VM; through Polars, 2-4 ms).
     """
-    expected = {relative: n_rows for _, relative, n_rows in files}
+    expected = {p.path: p.n_rows for p in files}
     if not expected:  # DuckDB's metadata function refuses an empty list
         return None
 
@@ -170,6 +197,13 @@ def rank_holder(connection: duckdb.DuckDBPyConnection, study: str, run_id: str, 
     return rows[0] if rows else None
 
 
+def forget_file(connection: duckdb.DuckDBPyConnection, content_hash: str) -> None:
+    """Remove a registered trace's or power log's catalog rows (its Parquet files stay: being replaced)."""
+    with transaction(connection):
+        for table in ("parquet_files", "traces", "power_files"):
+            connection.execute(f"DELETE FROM {table} WHERE content_hash = ?", [content_hash])
+
+
 def unregister_trace(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, content_hash: str) -> None:
     """Remove a registered trace and delete its Parquet files."""
     paths = connection.execute(
@@ -201,6 +235,21 @@ def record_error(
 
 
 def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """Insert or update a run_manifests row in a transaction of its own (see `upsert_run`)."""
+    with transaction(connection):
+        upsert_run(connection, row)
+
+
+def run_registered(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> bool:
+    """Whether the warehouse has a run_manifests row for the run."""
+    return bool(
+        connection.execute(
+            "SELECT 1 FROM run_manifests WHERE study = ? AND run_id = ?", [study, run_id]
+        ).fetchall()
+    )
+
+
+def upsert_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
     """Insert or update a run_manifests row; a command-line stub never replaces a manifest file's row.
 
     A stub over an earlier stub keeps the facts stated before (`STATED_FACTS`) unless it states them anew.
@@ -220,11 +269,10 @@ def register_run(connection: duckdb.DuckDBPyConnection, row: dict) -> None:
             row = {**row, **{k: before[k] for k in STATED_FACTS if row.get(k) is None}}
             if all(row.get(k) == before[k] for k in STATED_FACTS):
                 return
-    with transaction(connection):
-        connection.execute(
-            "DELETE FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
-        )
-        _insert_row(connection, "run_manifests", row)
+    connection.execute(
+        "DELETE FROM run_manifests WHERE study = ? AND run_id = ?", [row["study"], row["run_id"]]
+    )
+    _insert_row(connection, "run_manifests", row)
 
 
 def clean_orphans(connection: duckdb.DuckDBPyConnection, warehouse_dir: Path) -> list[str]:

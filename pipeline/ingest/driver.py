@@ -47,7 +47,9 @@ def check_scheduler_address(address: str) -> str:
     """The address, if it has the form tcp://HOST:PORT; SchedulerError otherwise."""
     match = SCHEDULER_ADDRESS.fullmatch(address)
     if match is None or not 0 < int(match["port"]) < 65536:
-        raise SchedulerError(f"--scheduler {address!r}: expected tcp://HOST:PORT, e.g. tcp://node1:8786")
+        raise SchedulerError(  # no option name: the same words serve --scheduler and scheduler=
+            f"scheduler address {address!r}: expected tcp://HOST:PORT, e.g. tcp://node1:8786"
+        )
     return address
 
 

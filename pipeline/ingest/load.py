@@ -23,12 +23,15 @@ from tracehouse.pipeline.ingest.catalog import (
     catalog_phase,
     clean_orphans,
     coverage_warnings,
+    faults_named,
     ingest_lock,
     mark_clean,
     register_run,
     registered_hashes,
+    run_registered,
 )
 from tracehouse.pipeline.ingest.engine import IN_PROCESS
+from tracehouse.pipeline.ingest.integrity import damaged_partitions
 from tracehouse.pipeline.ingest.register import BUSY_WAIT_S, Batch, Registrar, manifest_row
 from tracehouse.pipeline.ingest.runner import Task, run_tasks
 from tracehouse.pipeline.ingest.summary import IngestSummary
@@ -60,7 +63,7 @@ def load_all(
     """
     warehouse = make_warehouse_dir(warehouse_dir).absolute()
     summary.warehouse = str(warehouse)
-    with ingest_lock(warehouse):
+    with ingest_lock(warehouse), faults_named(warehouse):
         tasks: list[Task] = [
             *((load_trace, job) for job in found.traces),
             *((load_power, job) for job in found.power),
@@ -124,12 +127,21 @@ def _catalog_phase(
     with catalog_phase(batch.warehouse_dir, wait_s=BUSY_WAIT_S) as connection, batch.phase(connection):
         if clean:
             clean_orphans(connection, batch.warehouse_dir)
+        with_files = {(job.study, job.run_id) for job in (*found.traces, *found.power)}
         for source in found.runs:
-            register_run(connection, manifest_row(source))
+            key = (source.manifest.study, source.manifest.run_id)
+            if key in with_files and not run_registered(connection, *key):
+                batch.pending_runs[key] = manifest_row(source)  # registered with its first file
+            else:
+                register_run(connection, manifest_row(source))
         reporter.start(n_tasks + len(found.errors))
         for path, reason in found.errors:
             batch.fail_unread(path, reason)
-        return registered_hashes(connection)
+        # a registered file whose partitions are damaged is parsed again, and repaired
+        given = [str(job.path) for job in (*found.traces, *found.power)]
+        damaged = damaged_partitions(connection, batch.warehouse_dir, deep=False, deep_sources=given)
+        batch.damaged = {d.content_hash for d in damaged}
+        return registered_hashes(connection) - batch.damaged
 
 
 def _register(

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from tracehouse.pipeline.partitions import PARQUET_TABLES, partition_file
+from tracehouse.pipeline.partitions import PARQUET_TABLES, Partition, file_crc32, partition_file
 
 
 def write_partition(
     warehouse_dir: Path, table: str, frame: pl.DataFrame, keys: dict[str, Any]
-) -> tuple[str, str, int] | None:
+) -> Partition | None:
     """Write one table's rows of one file (keys added as columns) to its final Parquet name."""
     if frame.height == 0:
         return None
@@ -44,10 +44,11 @@ def write_partition(
     tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
     try:
         out.write_parquet(tmp, compression="lz4")
+        size, crc = tmp.stat().st_size, file_crc32(tmp)  # read back from the page cache
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return table, relative, out.height
+    return Partition(table, relative, out.height, size, crc)
 
 
 def _stored(dtype: pl.DataType) -> pl.DataType:
@@ -62,9 +63,9 @@ def _stored(dtype: pl.DataType) -> pl.DataType:
 
 def write_all(
     warehouse_dir: Path, frames: dict[str, pl.DataFrame], keys: dict[str, Any]
-) -> tuple[tuple[str, str, int], ...]:
+) -> tuple[Partition, ...]:
     """Write every table's partition of one file; on failure delete the ones already written."""
-    written: list[tuple[str, str, int]] = []
+    written: list[Partition] = []
     try:
         for table, frame in frames.items():
             entry = write_partition(warehouse_dir, table, frame, keys)
@@ -76,7 +77,8 @@ def write_all(
     return tuple(written)
 
 
-def delete_partitions(warehouse_dir: Path, files: Iterable[tuple[str, str, int]]) -> None:
-    """Delete written partitions, given as (table, path relative to the warehouse, rows)."""
-    for _, relative, _ in files:
+def delete_partitions(warehouse_dir: Path, files: Iterable[Partition]) -> None:
+    """Delete written partitions."""
+    for partition in files:
+        relative = partition.path
         (Path(warehouse_dir) / relative).unlink(missing_ok=True)

@@ -24,12 +24,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tracehouse.pipeline.common.errors import one_line
+from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.discovery.jobs import RunSource, TraceJob
 from tracehouse.pipeline.discovery.ranks import rank_claim_reason
 from tracehouse.pipeline.ingest.catalog import (
     catalog_phase,
     clear_errors,
+    forget_file,
     open_catalog,
     partition_problem,
     rank_holder,
@@ -118,6 +119,9 @@ class Batch:
         self.open = OpenTasks(traces)
         self.claims: dict[Run, dict[int, list[FileOutcome]]] = {}  # unsettled rank claims
         self.seen: set[str] = set()  # content hashes this ingest registered or claimed a rank with
+        self.pending_runs: dict[Run, dict[str, Any]] = {}  # new runs' rows, registered with their first file
+        self.damaged: set[str] = set()  # registered files whose partitions are damaged: parsed again
+        self.repaired: set[str] = set()  # of those, the ones this ingest wrote again
 
     @contextmanager
     def phase(self, connection: Any) -> Iterator[None]:
@@ -144,6 +148,15 @@ class Batch:
     def accept(self, outcome: FileOutcome) -> None:
         """Register, skip or fail one task's outcome, then settle the rank claims it may free."""
         job = self.open.finish(outcome.path) if outcome.kind == "trace" else None
+        if outcome.warehouse_fault:  # the disk or the folder, not the file: every other file would fail too
+            raise WarehouseError(
+                f"{outcome.path}: {outcome.reason}; the files registered before are kept, "
+                "nothing half-written is: fix that, then run the same ingest again"
+            )
+        if outcome.status == "loaded" and outcome.content_hash in self.damaged:
+            forget_file(self._connection, outcome.content_hash or "")  # its new partitions replace them
+            self.damaged.discard(outcome.content_hash or "")
+            self.repaired.add(outcome.content_hash or "")
         if outcome.status == "failed":
             self.fail(
                 outcome.path, outcome.content_hash, outcome.reason or "failed", internal=outcome.internal
@@ -223,17 +236,26 @@ class Batch:
 
     def _register(self, outcome: FileOutcome) -> None:
         row = {**outcome.row, "ingested_at": datetime.now(timezone.utc)}
+        run = (row.get("study"), row.get("run_id"))
+        run_row = self.pending_runs.get(run)
         register_file(
             self._connection,
             REGISTERS[outcome.kind],
             row,
             list(outcome.files),
             outcome.tables,
+            run_row,
             warnings=outcome.warnings,
         )
+        self.pending_runs.pop(run, None)
         self.seen.add(outcome.content_hash or "")
 
     def _report_loaded(self, outcome: FileOutcome) -> None:
+        if outcome.content_hash in self.repaired:
+            self.summary.repaired.append(outcome.path)
+            self.summary.warnings.extend(outcome.warnings)
+            self.progress.file_done(outcome.path, "repaired", "its damaged partitions written again")
+            return
         if outcome.kind == "trace":
             self.summary.loaded += 1
             self.summary.events += outcome.n_rows
@@ -253,7 +275,7 @@ class Batch:
 
     def _discard(self, outcome: FileOutcome) -> None:
         """Delete an outcome's Parquet files unless a registered file owns the same path."""
-        for _, relative, _ in outcome.files:
+        for relative in (p.path for p in outcome.files):
             owned = self._connection.execute(
                 "SELECT 1 FROM parquet_files WHERE path = ?", [relative]
             ).fetchall()

@@ -6,6 +6,7 @@ run. A task that raised, or whose worker process died, fails its file only.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -171,7 +172,7 @@ def _new_pool(workers: int, registered: frozenset[str]) -> Any:
         workers,
         mp_context=pool_context(),
         initializer=prepare_worker,
-        initargs=(registered, tracehouse_settings()),
+        initargs=(registered, tracehouse_settings(), os.getpid()),
     )
 
 

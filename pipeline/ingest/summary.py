@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported by every training rank with `tracehouse`: frames load on use only
+    import pandas as pd
+    import polars as pl
 
 SHOWN_RUNS = 12  # runs named on the terminal; --json lists them all
 
@@ -26,6 +30,9 @@ class IngestSummary:
     nccl_tests_files: int = 0  # nccl-tests output files loaded (their points: network_curves)
     seconds: float = 0.0
     runs: list[str] = field(default_factory=list)  # "study/run_id" of every run the given paths hold
+    repaired: list[str] = field(
+        default_factory=list
+    )  # registered files whose damaged partitions were re-written
 
     @property
     def exit_code(self) -> int:
@@ -48,6 +55,7 @@ class IngestSummary:
             "nccl_tests_files": self.nccl_tests_files,
             "seconds": round(self.seconds, 3),
             "runs": list(self.runs),
+            "repaired": list(self.repaired),
         }
 
     def notice_lines(self, prefix: str) -> list[str]:
@@ -63,14 +71,60 @@ class IngestSummary:
         more = f" and {len(self.runs) - SHOWN_RUNS} more" if len(self.runs) > SHOWN_RUNS else ""
         return [f"{prefix}: {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}: {shown}{more}"]
 
-    def report_lines(self, prefix: str) -> list[str]:
-        """What the terminal shows after the files: the notices, then the closing counts."""
-        lines = self.notice_lines(prefix) + self.runs_lines(prefix)
+    def __repr__(self) -> str:
+        """The closing counts on one line (the fields are attributes: summary.failed, ...)."""
+        return f"IngestSummary({self.counts_line()})"
+
+    def _repr_html_(self) -> str:
+        """The counts, then the failed files, the runs and the notices, as tables (a notebook shows this)."""
+        from tracehouse.pipeline.display import html_table
+
+        counts = [
+            ("loaded", self.loaded),
+            ("repaired", len(self.repaired)),
+            ("skipped", self.skipped),
+            ("failed", len(self.failed)),
+            ("not a trace", len(self.not_traces)),
+            ("events", self.events),
+            ("power logs", self.power_files),
+            ("nccl-tests files", self.nccl_tests_files),
+            ("seconds", self.seconds),
+        ]
+        parts = [html_table(("", "files"), counts, f"tracehouse ingest -> {self.warehouse}")]
+        if self.failed:
+            parts.append(html_table(("path", "reason", "internal"), self._failure_rows(), "failed"))
+        if self.runs:
+            parts.append(html_table(("run",), [(run,) for run in self.runs], "runs"))
+        if self.not_traces or self.warnings:
+            parts.append(html_table(("notice",), [(line,) for line in self.notice_lines("")], "notices"))
+        return "".join(parts)
+
+    def pl(self) -> pl.DataFrame:
+        """The failed files as a Polars frame: path, reason, internal (a tracehouse bug)."""
+        import polars as pl
+
+        return pl.DataFrame(self._failure_rows(), schema=["path", "reason", "internal"], orient="row").cast(
+            {"internal": pl.Boolean}
+        )
+
+    def df(self) -> pd.DataFrame:
+        """The failed files as a pandas frame (needs pandas)."""
+        return self.pl().to_pandas()
+
+    def _failure_rows(self) -> list[tuple[str, str, bool]]:
+        return [(path, reason, path in self.internal_errors) for path, reason in self.failed]
+
+    def counts_line(self) -> str:
+        """Loaded, repaired, skipped, failed, events and time, and the warehouse, on one line."""
         not_traces = f", {len(self.not_traces)} not a trace" if self.not_traces else ""
         nccl_tests = f", {self.nccl_tests_files} nccl-tests files" if self.nccl_tests_files else ""
-        lines.append(
-            f"{prefix}: {self.loaded} loaded, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "
+        repaired = f", {len(self.repaired)} repaired" if self.repaired else ""
+        return (
+            f"{self.loaded} loaded{repaired}, {self.skipped} skipped, {len(self.failed)} failed{not_traces}, "
             f"{self.events} events, {self.power_files} power logs{nccl_tests} in {self.seconds:.1f} s "
             f"-> {self.warehouse}"
         )
-        return lines
+
+    def report_lines(self, prefix: str) -> list[str]:
+        """What the terminal shows after the files: the notices, then the closing counts."""
+        return [*self.notice_lines(prefix), *self.runs_lines(prefix), f"{prefix}: {self.counts_line()}"]

@@ -26,13 +26,16 @@ from tracehouse.pipeline.common.errors import (
     InputFileError,
     RankConflictError,
     one_line,
+    system_fault,
 )
 from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
+from tracehouse.pipeline.discovery.ranks import RANK_OPTION, RANK_OPTION_FORM
+from tracehouse.pipeline.ingest.lifeline import tie_to
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
 from tracehouse.pipeline.parsers.nccl_tests.result import NcclTestsResult
-from tracehouse.pipeline.partitions import TRACE_TABLES
+from tracehouse.pipeline.partitions import TRACE_TABLES, Partition
 from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
 
 HASH_CHUNK = 1 << 20
@@ -57,10 +60,15 @@ class FileOutcome:
     reason: str | None = None
     internal: bool = False  # failed by a tracehouse bug, not by its input
     row: dict[str, Any] = field(default_factory=dict)  # the traces / power_files / network_files row
-    files: tuple[tuple[str, str, int], ...] = ()  # (table, path relative to warehouse, rows)
+    files: tuple[Partition, ...] = ()  # the partitions written
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # rows for DuckDB tables, by table
     n_rows: int = 0  # events of a trace, samples of a power log, points of an nccl-tests file
     warnings: tuple[str, ...] = ()  # one line each, about a file that loaded
+    warehouse_fault: bool = False  # its partitions could not be written (disk full, read-only): stop
+
+
+class WarehouseWriteFault(Exception):
+    """A file's partitions could not be written for a reason of the system (`errors.system_fault`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +97,7 @@ def hash_file(path: Path) -> tuple[int, str]:
 def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
     """The file's rank and where it came from; never a guess."""
     if job.rank is not None:
-        said_by = "manifest.json" if job.rank_source == "manifest" else "--rank"
+        said_by = "manifest.json" if job.rank_source == "manifest" else RANK_OPTION
         if meta.rank is not None and meta.rank != job.rank:
             raise RankConflictError(f"{said_by} says rank {job.rank} but distributedInfo.rank is {meta.rank}")
         return job.rank, job.rank_source or "option"
@@ -99,7 +107,7 @@ def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
         return 0, SINGLE_PROCESS
     raise RankConflictError(
         "no rank: the trace has no distributedInfo.rank; "
-        "list it in manifest.json traces or pass --rank FILE=N"
+        f"list it in manifest.json traces or pass {RANK_OPTION_FORM}"
     )
 
 
@@ -189,7 +197,14 @@ def _load(
         if content_hash in registered:
             return FileOutcome(kind=kind, path=str(path), status="skipped", content_hash=content_hash)
         parsed = parse(size, content_hash)
-        files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+        try:
+            files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+        except Exception as exc:
+            if (fault := system_fault(exc)) is not None:
+                raise WarehouseWriteFault(
+                    f"cannot write its partitions into {warehouse_dir}: {fault}"
+                ) from exc
+            raise
         try:
             row = parsed.row()
         except BaseException:
@@ -217,6 +232,8 @@ def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutc
         return work()
     except (InputFileError, RankConflictError) as exc:
         reason = exc.reason if isinstance(exc, InputFileError) else str(exc)
+    except WarehouseWriteFault as exc:
+        return FileOutcome(kind=kind, path=str(path), status="failed", reason=str(exc), warehouse_fault=True)
     except OSError as exc:
         reason = f"cannot read: {exc.strerror or exc}"
     except Exception as exc:
@@ -245,13 +262,14 @@ def tracehouse_settings() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key.startswith(SETTINGS_PREFIX)}
 
 
-def prepare_worker(hashes: frozenset[str], settings: dict[str, str]) -> None:
-    """Pool worker initializer: keep the registered content hashes, and take the driver's settings.
+def prepare_worker(hashes: frozenset[str], settings: dict[str, str], driver_pid: int) -> None:
+    """Pool worker initializer: keep the registered content hashes, take the driver's settings, die with it.
 
     A worker forks from a server started earlier, perhaps before the driver changed a setting
     (a notebook, a test), so its TRACEHOUSE_* variables are made the driver's at this ingest.
     """
     global _registered
+    tie_to(driver_pid)
     _registered = hashes
     for key in [key for key in os.environ if key.startswith(SETTINGS_PREFIX) and key not in settings]:
         del os.environ[key]

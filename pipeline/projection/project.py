@@ -10,7 +10,7 @@ run and scenario in one transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -18,12 +18,19 @@ from statistics import median
 from typing import Any
 
 import duckdb
-from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
+from tracehouse.pipeline.projection.results import (
+    IdentityCheck,
+    ProjectedPoint,
+    Projections,
+    RunProjection,
+)
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
-from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, load_run
+from tracehouse.pipeline.projection.timeline import RunFacts, load_run
+from tracehouse.pipeline.projection.unknowns import batch_flag, data_parallel_gap, knee_note, refusal_notes
 from tracehouse.pipeline.warehouse import transaction
 
 # The knee: the first world size whose marginal throughput per added device is below this share
@@ -31,70 +38,6 @@ from tracehouse.pipeline.warehouse import transaction
 KNEE_SHARE = 0.5
 # Devices per node when neither the network file, the option nor the study's runs say (a DGX/HGX node).
 DEFAULT_DEVICES_PER_NODE = 8
-
-
-@dataclass(frozen=True)
-class IdentityCheck:
-    """The replay with the measured durations against the measured step times (slowest rank)."""
-
-    steps: dict[int | None, tuple[float, float]]  # step -> (measured µs, replayed µs)
-
-    @property
-    def errors(self) -> list[float]:
-        return [abs(r - m) / m for m, r in self.steps.values() if m > 0]
-
-    @property
-    def median_error(self) -> float:
-        return median(self.errors) if self.errors else 0.0
-
-    @property
-    def max_error(self) -> float:
-        return max(self.errors, default=0.0)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProjectedPoint:
-    """One row of `projections`."""
-
-    study: str
-    run_id: str
-    scenario: str
-    assumptions: str
-    notes: str | None
-    world_size: int
-    measured_world_size: int
-    step_time_us: float
-    measured_step_time_us: float | None
-    tokens_per_s: float | None
-    tokens_per_s_per_device: float | None
-    scaling_efficiency: float | None
-    marginal_tokens_per_s_per_device: float | None
-    knee: bool
-    compute_frac: float
-    exposed_comm_frac: float
-    other_frac: float
-    idle_frac: float
-    exposed_comm_dp_frac: float
-    exposed_comm_tp_frac: float
-    exposed_comm_pp_frac: float
-    exposed_comm_other_frac: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RunProjection:
-    """A run's identity check and its projected points, in world-size order."""
-
-    facts: RunFacts
-    identity: IdentityCheck
-    points: list[ProjectedPoint] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what the projection leaves out, in words
-
-    @property
-    def knee(self) -> int | None:
-        return next((p.world_size for p in self.points if p.knee), None)
 
 
 def identity_check(run: RunGraph, measured_windows: dict[int | None, dict[int, float]]) -> IdentityCheck:
@@ -118,39 +61,29 @@ def project_run(
     scenario_name: str,
     network: NetworkModel | None,
 ) -> RunProjection:
-    """The run's identity check and its projection at each world size (the measured one added)."""
+    """The run's identity check and its projection at each world size (the measured one added); a
+    world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`)."""
     timeline = load_run(connection, study, run_id)
     run = build_run_graph(timeline)
     identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
-    sizes = sorted({facts.world_size, *world_sizes})
-    replays = []
-    for size in sizes:
+    gap = data_parallel_gap(facts, run, timeline)
+    replays: list[tuple[Layout, ReplayedRun]] = []
+    refused: dict[int, str] = {}
+    for size in sorted({facts.world_size, *world_sizes}):
         layout = layout_for(facts, size)
-        times = run.graph.replay(edge_weights(run, layout, scenario, network))
-        replays.append((layout, summarize(run, times)))
-    notes = _notes(facts, run, timeline)
+        if gap is not None and layout.dp_new != layout.dp:
+            refused[size] = gap
+            continue
+        replays.append(
+            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network))))
+        )
+    notes = refusal_notes(refused)
     words = (scenario.describe(network), "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
-    return RunProjection(facts, identity, points, notes=notes)
-
-
-def _notes(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> list[str]:
-    """What the projection of this run cannot include."""
-    strategy = facts.strategy or ""
-    if strategy not in ("ddp", "fsdp", "fsdp_tp") or run.instances.members:
-        return []
-    if timeline.gpu_ranks:
-        why = "planning them from a GPU trace is not supported yet"
-    elif strategy.startswith("fsdp") and not facts.fsdp_units:
-        why = "its manifest records no fsdp_units (collected before tracehouse recorded them)"
-    else:
-        why = "the trace shows no backward or FSDP hooks to place them at"
-    return [
-        f"{strategy} measured on one data-parallel rank issues no data-parallel collective and {why}: "
-        "the projection leaves them out (optimistic)"
-    ]
+    points = with_measured(connection, facts, points, scenario.weak_scaling)
+    return RunProjection(facts, identity, points, notes=notes, refused=refused)
 
 
 def _points(
@@ -175,11 +108,24 @@ def _points(
     if measured_step and tokens:
         base_tps = tokens / (measured_step / 1e6)
     base_per_device = base_tps / facts.world_size if base_tps else None
-    rows: list[ProjectedPoint] = []
+    rows: list[dict[str, Any]] = []
     previous: tuple[int, float] | None = (facts.world_size, base_tps) if base_tps else None
     knee_found = False
     for layout, replayed in replays:
         size = layout.world_size_new
+        row: dict[str, Any] = dict(
+            study=facts.study,
+            run_id=facts.run_id,
+            scenario=name,
+            assumptions=words[0],
+            notes=words[1],
+            world_size=size,
+            measured_world_size=facts.world_size,
+            measured_step_time_us=measured_step if size == facts.world_size else None,
+            measured_run_id=facts.run_id if size == facts.world_size and measured_step else None,
+            measured_tokens_per_s_per_device=(base_per_device if size == facts.world_size else None),
+            flag=batch_flag(facts, layout, weak_scaling),
+        )
         tps = throughput(layout, replayed.step_time_us)
         efficiency = (tps / base_tps) / (size / facts.world_size) if tps and base_tps else None
         marginal = None
@@ -196,29 +142,57 @@ def _points(
             previous = (size, tps)
         by_dim = replayed.exposed_by_dim_frac
         rows.append(
-            ProjectedPoint(
-                study=facts.study,
-                run_id=facts.run_id,
-                scenario=name,
-                assumptions=words[0],
-                notes=words[1],
-                world_size=size,
-                measured_world_size=facts.world_size,
-                step_time_us=replayed.step_time_us,
-                measured_step_time_us=measured_step if size == facts.world_size else None,
-                tokens_per_s=tps,
-                tokens_per_s_per_device=tps / size if tps is not None else None,
-                scaling_efficiency=efficiency,
-                marginal_tokens_per_s_per_device=marginal,
-                knee=knee,
-                compute_frac=replayed.compute_frac,
-                exposed_comm_frac=replayed.exposed_comm_frac,
-                other_frac=replayed.other_frac,
-                idle_frac=replayed.idle_frac,
+            {
+                **row,
+                "step_time_us": replayed.step_time_us,
+                "tokens_per_s": tps,
+                "tokens_per_s_per_device": tps / size if tps is not None else None,
+                "scaling_efficiency": efficiency,
+                "marginal_tokens_per_s_per_device": marginal,
+                "knee": knee,
+                "compute_frac": replayed.compute_frac,
+                "exposed_comm_frac": replayed.exposed_comm_frac,
+                "other_frac": replayed.other_frac,
+                "idle_frac": replayed.idle_frac,
                 **{f"exposed_comm_{dim}_frac": by_dim.get(dim, 0.0) for dim in DIMENSIONS},
-            )
+            }
         )
-    return rows
+    note = knee_note(facts, rows, base_per_device)
+    return [ProjectedPoint(**row, knee_note=note) for row in rows]
+
+
+def with_measured(
+    connection: duckdb.DuckDBPyConnection, facts: RunFacts, points: list[ProjectedPoint], weak_scaling: bool
+) -> list[ProjectedPoint]:
+    """Each point beside the study's measured run at its world size, where one ran the same
+    workload: same strategy, tp and pp, and the tokens per step the projection assumes there."""
+    if facts.strategy is None or facts.tokens_per_step is None:
+        return points
+    rows = connection.execute(
+        """SELECT r.run_id, r.world_size, r.tokens_per_step, s.step_time_us, s.tokens_per_s_per_device
+           FROM runs AS r JOIN scale_points AS s USING (study, run_id)
+           WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
+             AND coalesce(r.pp, 1) = ? AND s.step_time_us > 0
+           ORDER BY r.run_id""",
+        [facts.study, facts.run_id, facts.strategy, facts.tp or 1, facts.pp or 1],
+    ).fetchall()
+    layout = layout_for(facts, facts.world_size)
+    out = []
+    for p in points:
+        grow = (p.world_size // layout.model_parallel) / layout.dp if weak_scaling else 1.0
+        match = next(
+            (r for r in rows if r[1] == p.world_size and r[2] == round(facts.tokens_per_step * grow)), None
+        )
+        if p.world_size != facts.world_size and match is not None:
+            run, _, _, step_us, per_device = match
+            p = replace(
+                p,
+                measured_run_id=run,
+                measured_step_time_us=step_us,
+                measured_tokens_per_s_per_device=per_device,
+            )
+        out.append(p)
+    return out
 
 
 def projections_ddl() -> str:
@@ -232,6 +206,8 @@ def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[R
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [p for projection in projections for p in projection.points]
     columns = [*ProjectedPoint.__dataclass_fields__, "created_at"]
+    if not rows:  # every run of the study failed: nothing replaces what is stored
+        return 0
     with transaction(connection):
         for key in {(p.study, p.run_id, p.scenario) for p in rows}:
             connection.execute(
@@ -256,33 +232,40 @@ def project_study(
     network_file: Path | None = None,
     devices_per_node: int | None = None,
     progress: Callable[[str], None] | None = None,
-) -> list[RunProjection]:
-    """Project one run, or every run of the study, and store the points in `projections`."""
+) -> Projections:
+    """Project one run, or every run of the study, and store the points in `projections`. One
+    run that cannot be projected is a TracehouseError; across a study, each such run is left out
+    and listed in the result's `failed` with its reason, and the others are projected."""
     from tracehouse.pipeline.reading import open_reader
     from tracehouse.pipeline.warehouse import connect
 
     network_from_file = load_network_file(network_file) if network_file is not None else None
-    results = []
+    results = Projections()
     with open_reader(warehouse_dir) as connection:
         runs = [run_id] if run_id is not None else study_runs(connection, study)
         per_node = devices_per_node or node_size(connection, study)
         for run in runs:
-            network = network_from_file or calibrated_network(
-                connection, study=study, run_id=run, devices_per_node=per_node
-            )
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
-            results.append(
-                project_run(
-                    connection,
-                    study=study,
-                    run_id=run,
-                    world_sizes=world_sizes,
-                    scenario=scenario,
-                    scenario_name=scenario_name,
-                    network=network,
+            try:
+                network = network_from_file or calibrated_network(
+                    connection, study=study, run_id=run, devices_per_node=per_node
                 )
-            )
+                results.append(
+                    project_run(
+                        connection,
+                        study=study,
+                        run_id=run,
+                        world_sizes=world_sizes,
+                        scenario=scenario,
+                        scenario_name=scenario_name,
+                        network=network,
+                    )
+                )
+            except TracehouseError as exc:
+                if run_id is not None:
+                    raise
+                results.failed[run] = str(exc).splitlines()[0]
     with connect(warehouse_dir) as connection:
         store_projections(connection, results)
     return results

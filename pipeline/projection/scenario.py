@@ -162,7 +162,7 @@ def instance_transfers(
         elif n_new != n:
             raise TracehouseError(
                 f"no network calibration for {inst.op[i]} across {n_new} ranks: ingest nccl-tests output "
-                "(or `tracehouse calibrate`), or pass --network FILE"
+                "(or `tracehouse calibrate`), or pass --network FILE (Python: network=)"
             )
     return out
 

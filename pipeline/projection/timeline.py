@@ -86,6 +86,7 @@ class RunFacts:
     tp: int | None
     pp: int | None
     tokens_per_step: int | None
+    global_batch: int | None  # sequences per step, all data-parallel ranks together
     device_type: str | None
     n_params: int | None
     dtype: str | None
@@ -136,7 +137,7 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
     """The `runs` row of the run."""
     row = connection.execute(
         """SELECT r.study, r.run_id, r.strategy, r.world_size, r.nodes, r.devices_per_node, r.dp, r.tp,
-                  r.pp, r.tokens_per_step, r.device_type, r.n_params, r.dtype, m.fsdp_units
+                  r.pp, r.tokens_per_step, r.global_batch, r.device_type, r.n_params, r.dtype, m.fsdp_units
            FROM runs AS r
            LEFT JOIN run_manifests AS m ON m.study = r.study AND m.run_id = r.run_id
            WHERE r.study = ? AND r.run_id = ?""",

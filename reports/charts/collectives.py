@@ -14,23 +14,36 @@ SELECT coalesce(r.strategy, 'unspecified') AS strategy, c.run_id, r.world_size, 
 FROM collective_instances c JOIN runs r USING (study, run_id)
 WHERE c.study = $1 AND c.busbw_gbps IS NOT NULL AND c.bytes > 0
 GROUP BY ALL
-ORDER BY strategy, r.world_size, c.op, c.bytes
+ORDER BY strategy, r.world_size, c.run_id, c.op, c.bytes
 """
+GRAIN = (
+    "One line per run and collective, one point per message size: the median over the run's matched "
+    "instances and ranks (a repeat is a line of its own)."
+)
+NOTHING = "No matched collective instance with a known message size in this study."
 
 
-def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
-    """Bus bandwidth (GB/s) vs message size on log2 axes; None when the study has no matched collective."""
+COLLECTIVE_LEGEND = alt.Legend(
+    symbolType="stroke", symbolStrokeColor="#333", symbolStrokeWidth=2, symbolSize=300
+)
+
+
+def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
+    """Bus bandwidth (GB/s) vs message size on log2 axes, one line per run and collective."""
     rows = frame(con, QUERY, study)
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw(NOTHING)
     lines = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_line(point=True)
         .encode(
             x=kit.bytes_x(),
             y=alt.Y("busbw_gbps:Q", title="bus bandwidth GB/s"),
             color=alt.Color("world_size:O", title="devices", scale=alt.Scale(scheme="viridis")),
-            strokeDash=alt.StrokeDash("op:N", title="collective"),
+            # each collective has its own dash and point shape; the legend shows the shapes (a
+            # dash legend on a line with points draws every entry as the same black dot)
+            strokeDash=alt.StrokeDash("op:N", legend=None),
+            shape=alt.Shape("op:N", title="collective", legend=alt.Legend(symbolFillColor="#333")),
             detail="run_id:N",
             tooltip=[
                 alt.Tooltip("run_id:N", title="run"),
@@ -43,4 +56,5 @@ def busbw_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin
         )
         .properties(width=kit.WIDTH, height=kit.HEIGHT)
     )
-    return kit.with_strategy_signal(lines.facet(column=alt.Column("strategy:N", title=None)))
+    panels = lines.facet(column=alt.Column("strategy:N", title=None))
+    return kit.with_strategy_signal(kit.only_chosen_strategy(panels))

@@ -30,11 +30,11 @@ def comparison_rows(diff: RunDiff) -> pl.DataFrame:
     )
 
 
-def comparison_chart(diff: RunDiff) -> alt.TopLevelMixin | None:
+def comparison_chart(diff: RunDiff) -> alt.TopLevelMixin:
     """Diverging bars of the change per step (ms) of each component and of the top kernels/ops."""
     rows = comparison_rows(diff)
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw("The two runs have no step time to compare.")
     bars = (
         alt.Chart(rows)
         .mark_bar()

@@ -24,11 +24,11 @@ ORDER BY 1
 """
 
 
-def power_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
-    """Average power per device and tokens per joule against devices; None when no run has power."""
+def power_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
+    """Average power per device and tokens per joule against devices, or a chart saying why not."""
     rows = frame(con, QUERY, study)
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw(power_summary(con, study))
     base = kit.only_chosen_strategy(alt.Chart(rows)).encode(
         x=kit.devices_x(),
         color=kit.strategy_colour(),
@@ -57,11 +57,35 @@ def power_unavailable_reasons(con: duckdb.DuckDBPyConnection, study: str) -> lis
     return frame(con, REASON_QUERY, study)["reason"].to_list()
 
 
+def power_details(con: duckdb.DuckDBPyConnection, study: str) -> list[str]:
+    """What each power tool said, one line each (a manifest joins its tools' messages with ' | ')."""
+    return [part.strip() for reason in power_unavailable_reasons(con, study) for part in reason.split(" | ")]
+
+
+def _tool(detail: str) -> str | None:
+    # the collectors write "<tool>: <message>"; a longer prefix is part of a free-text reason
+    name, colon, _ = detail.partition(":")
+    return name if colon and name and len(name) <= 20 and " " not in name else None
+
+
+def power_summary(con: duckdb.DuckDBPyConnection, study: str) -> str:
+    """One sentence on why there is no power chart (the tools' own messages are `power_details`)."""
+    if frame(con, COVERAGE_QUERY, study)["has_power"][0]:
+        return "Power was logged, but no run has power on every device over a whole step."
+    details = power_details(con, study)
+    if not details:
+        return "No power was captured for this study, and its run manifests give no reason."
+    tools = list(dict.fromkeys(t for t in map(_tool, details) if t is not None))
+    if tools:
+        return (
+            f"No power was captured for this study: none of its power tools ({', '.join(tools)}) "
+            "could be read on its hosts (details below)."
+        )
+    return "No power was captured for this study (the run manifests' reason is below)."
+
+
 def power_note(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
-    """A sentence saying why there is no power chart, or None when there is one."""
+    """The sentence saying why there is no power chart, or None when there is one."""
     if frame(con, COVERAGE_QUERY, study)["has_power"][0]:
         return None
-    reasons = power_unavailable_reasons(con, study)
-    if not reasons:
-        return "No power was captured for this study, and its run manifests give no reason."
-    return "No power was captured for this study: " + "; ".join(reasons) + "."
+    return power_summary(con, study)

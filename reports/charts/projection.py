@@ -14,7 +14,7 @@ PROJECTED = """
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions, p.notes,
        p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
        p.tokens_per_s_per_device, p.scaling_efficiency, p.marginal_tokens_per_s_per_device,
-       coalesce(p.knee, false) AS knee,
+       coalesce(p.knee, false) AS knee, p.knee_note, p.flag,
        p.compute_frac, p.exposed_comm_frac, p.other_frac, p.idle_frac,
        p.exposed_comm_dp_frac, p.exposed_comm_tp_frac, p.exposed_comm_pp_frac, p.exposed_comm_other_frac
 FROM projections p JOIN runs r USING (study, run_id)
@@ -111,14 +111,16 @@ def _curve_tooltip() -> list[alt.Tooltip]:
     ]
 
 
-def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
     """Projected tokens/s per device against devices (log2), one line per run and scenario, knees marked,
-    the measured scale points as dots; None without projected throughput."""
+    the measured scale points as dots."""
     if not available(con, study):
-        return None
+        return kit.nothing_to_draw("No projection of this study is stored (tracehouse project makes them).")
     projected = projected_rows(con, study).filter(pl.col("tokens_per_s_per_device") > 0)
     if projected.is_empty():
-        return None
+        return kit.nothing_to_draw(
+            "The projected runs have no throughput: no run manifest gives tokens per step."
+        )
     curves = projected.select(
         "strategy",
         "curve",
@@ -126,6 +128,7 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         _sig("tokens_per_s_per_device"),
         _sig("scaling_efficiency"),
         "knee",
+        pl.col("flag").is_not_null().alias("flagged"),
         pl.lit("projected").alias("source"),
     )
     measured = measured_rows(con, study).filter(
@@ -143,7 +146,7 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         "tokens_per_s_per_device:Q",
         title="tokens/s per device (log)",
         scale=alt.Scale(type="log"),
-        axis=alt.Axis(format="~s"),
+        axis=kit.plain_si_axis(),
     )
     colour = alt.Color("curve:N", title="projected run", scale=alt.Scale(scheme="tableau10"))
     base = alt.Chart().encode(x=kit.devices_x(), y=y)
@@ -163,40 +166,56 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         )
         .transform_filter("datum.source == 'measured'")
     )
+    # sizes that are no runnable configuration (less than one sequence per rank): hollow rings
+    flagged_marks = (
+        base.mark_point(shape="circle", size=70, filled=False, strokeWidth=1.5)
+        .encode(color=colour, tooltip=_curve_tooltip())
+        .transform_filter("datum.source == 'projected' && datum.flagged")
+    )
     knee = base.transform_filter("datum.source == 'projected' && datum.knee")
     knee_marks = knee.mark_point(shape="diamond", size=110, filled=True, stroke="#222").encode(
         color=colour, tooltip=_curve_tooltip()
     )
+    # one label per knee size and panel, above its highest diamond: curves that share a knee
+    # (repeats, runs of one strategy) would otherwise print "knee 8" over each other
     knee_labels = (
-        knee.transform_calculate(label="'knee ' + datum.world_size")
-        .mark_text(align="left", dx=7, dy=-7, fontSize=11)
-        .encode(text="label:N", color=colour)
+        knee.transform_aggregate(
+            runs="count()",
+            tokens_per_s_per_device="max(tokens_per_s_per_device)",
+            groupby=["strategy", "world_size"],
+        )
+        .transform_calculate(
+            label="'knee ' + datum.world_size + (datum.runs > 1 ? ' (' + datum.runs + ' runs)' : '')"
+        )
+        .mark_text(align="left", dx=8, dy=-10, fontSize=11, color="#222")
+        .encode(text="label:N")
     )
-    layers = alt.layer(line, measured_dots, knee_marks, knee_labels, data=rows).properties(
+    layers = alt.layer(line, measured_dots, flagged_marks, knee_marks, knee_labels, data=rows).properties(
         width=kit.WIDTH, height=kit.HEIGHT
     )
-    faceted = (
-        kit.only_chosen_strategy(layers)
-        .facet(facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3)
-        .resolve_axis(x="independent")
+    faceted = kit.only_chosen_strategy(
+        layers.facet(
+            facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3
+        ).resolve_axis(x="independent")
     )
     return kit.with_strategy_signal(faceted).properties(
-        title="Projected throughput per device (dots: measured; diamonds: the knee)"
+        title="Projected throughput per device (dots: measured; diamonds: the knee; "
+        "rings: fewer than one sequence per rank)"
     )
 
 
-def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
+def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
     """The projected step split into compute / exposed communication / other / idle, per world size,
-    for each strategy's largest measured run; None without projections."""
+    for each strategy's largest measured run."""
     if not available(con, study):
-        return None
+        return kit.nothing_to_draw("No projection of this study is stored (tracehouse project makes them).")
     rows = breakdown_rows(projected_rows(con, study))
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw("No projected run of this study has a breakdown.")
     # one row per point, folded into its parts here: a quarter of the rows in the page
     order = "indexof([" + ", ".join(f"'{p}'" for p in kit.PARTS) + "], datum.part)"
     bars = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .transform_fold(list(kit.PARTS), as_=["part", "share"])
         .transform_filter("datum.share > 0")  # a part with no time (copies on a CPU run) is no bar
         .transform_calculate(part_order=order)
@@ -220,8 +239,9 @@ def breakdown_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelM
         )
         .properties(width=kit.WIDTH, height=160)
     )
-    faceted = bars.facet(facet=alt.Facet("panel:N", title=None), columns=3).resolve_axis(x="independent")
-    return kit.with_strategy_signal(faceted).properties(
+    # each panel's own world sizes only: a size projected for another run is no empty column here
+    faceted = bars.facet(facet=alt.Facet("panel:N", title=None), columns=3).resolve_scale(x="independent")
+    return kit.with_strategy_signal(kit.only_chosen_strategy(faceted)).properties(
         title="Projected step breakdown (each strategy's largest measured run)"
     )
 
@@ -235,9 +255,12 @@ def _percent(x: float) -> str:
     return "less than 0.1 %" if value > 0 else "0 %"
 
 
-def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
-    """One sentence on the projection of the study's largest measured run: its knee, and the largest size."""
+def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = None) -> str:
+    """One sentence on the projection of the largest measured run (of the study or of one strategy):
+    its knee, and the largest size."""
     rows = projected_rows(con, study)
+    if strategy is not None:
+        rows = rows.filter(pl.col("strategy") == strategy)
     if rows.is_empty():
         return "No projection of this study is stored."
     primary = primary_runs(rows).sort(
@@ -248,15 +271,12 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
     scenario = "baseline" if "baseline" in curve["scenario"] else curve["scenario"].min()
     curve = curve.filter(pl.col("scenario") == scenario).sort("world_size")
     name = run_id if scenario == "baseline" else f"{run_id} ({scenario})"
-    top = curve.row(-1, named=True)
+    # the largest size that is a runnable configuration; flagged sizes are named, not described
+    runnable = curve.filter(pl.col("flag").is_null())
+    top = (runnable if not runnable.is_empty() else curve).row(-1, named=True)
     devices = f"{top['world_size']:,} device" + ("" if top["world_size"] == 1 else "s")
-    knees = curve.filter(pl.col("knee"))["world_size"]
-    if top["tokens_per_s_per_device"] is None:
-        knee = "the knee is unknown (no run manifest gives tokens per step)"
-    elif knees.len():
-        knee = f"the knee is at {knees[0]:,} devices"
-    else:
-        knee = f"no knee up to {devices}"
+    knee = curve["knee_note"].drop_nulls().first() or "knee unknown"  # the projection says what it knows
+    flagged = curve.filter(pl.col("flag").is_not_null())["world_size"]
     text = f"{name} projected: {knee}; at {devices}"
     if top["scaling_efficiency"] is not None:
         text += f" each device gives {_percent(top['scaling_efficiency'])} of its measured throughput,"
@@ -267,7 +287,11 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
     leader = max(dims, key=dims.__getitem__)
     if top["exposed_comm_frac"] and dims[leader] > 0:
         text += f", {_percent(dims[leader] / top['exposed_comm_frac'])} of it {leader}"
-    return text + "."
+    text += "."
+    if flagged.len():
+        sizes = ", ".join(f"{n:,}" for n in flagged)
+        text += f" Flagged at {sizes} devices: {curve['flag'].drop_nulls().first()}."
+    return text
 
 
 def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:

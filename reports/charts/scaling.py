@@ -14,11 +14,13 @@ QUERY = """
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.run_id, s.world_size, s.tokens_per_s,
        s.tokens_per_s_per_device, s.mfu,
        s.scaling_efficiency, s.tokens_per_s / nullif(s.scaling_efficiency, 0) AS ideal_tokens_per_s,
+       s.strategy_scaling_efficiency, s.strategy_base_world_size,
        s.marginal_tokens_per_s_per_device
 FROM scale_points s JOIN runs r USING (study, run_id)
 WHERE s.study = $1 AND s.tokens_per_s IS NOT NULL
-ORDER BY r.strategy, s.world_size
+ORDER BY r.strategy, s.world_size, s.run_id
 """
+GRAIN = "One point per run (a repeat is a point of its own); lines join a strategy's runs by devices."
 NO_THROUGHPUT = (
     "Throughput is unknown: no run manifest of this study gives tokens per step "
     "(global batch × sequence length)."
@@ -36,20 +38,21 @@ def _tooltip() -> list[alt.Tooltip]:
         alt.Tooltip("world_size:Q", title="devices"),
         alt.Tooltip("tokens_per_s:Q", format=",.0f", title="tokens/s"),
         alt.Tooltip("tokens_per_s_per_device:Q", format=",.0f", title="tokens/s per device"),
-        alt.Tooltip("scaling_efficiency:Q", format=".1%", title="scaling efficiency"),
+        alt.Tooltip("scaling_efficiency:Q", format=".1%", title="scaling efficiency (study baseline)"),
+        alt.Tooltip("strategy_scaling_efficiency:Q", format=".1%", title="vs its strategy's smallest run"),
         alt.Tooltip("mfu:Q", format=".1%", title="MFU"),
     ]
 
 
-def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
-    """Global tokens/s against devices on log axes with the ideal line dashed; None without throughput."""
+def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
+    """Global tokens/s against devices on log axes with the ideal line dashed."""
     rows = scaling_rows(con, study)
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw(NO_THROUGHPUT)
     base = kit.only_chosen_strategy(alt.Chart(rows)).encode(x=kit.devices_x(), color=kit.strategy_colour())
     log_y = alt.Scale(type="log")
     measured = base.mark_line(point=True).encode(
-        y=alt.Y("tokens_per_s:Q", title="tokens/s (log)", scale=log_y, axis=alt.Axis(format="~s")),
+        y=alt.Y("tokens_per_s:Q", title="tokens/s (log)", scale=log_y, axis=kit.plain_si_axis()),
         tooltip=_tooltip(),
     )
     ideal = base.mark_line(strokeDash=[4, 4], opacity=0.6).encode(
@@ -64,11 +67,11 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
     return kit.with_strategy_signal(chart)
 
 
-def per_device_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
-    """Tokens/s per device, and MFU where the peak FLOP/s is known; None without throughput."""
+def per_device_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
+    """Tokens/s per device, and MFU where the peak FLOP/s is known."""
     rows = scaling_rows(con, study)
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw(NO_THROUGHPUT)
     base = kit.only_chosen_strategy(alt.Chart(rows)).encode(
         x=kit.devices_x(), color=kit.strategy_colour(), tooltip=_tooltip()
     )
@@ -87,11 +90,11 @@ def per_device_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
     return kit.with_strategy_signal(alt.hconcat(*panels))
 
 
-def efficiency_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin | None:
-    """Scaling efficiency (80 % and 50 % lines) and marginal tokens/s per added device, or None."""
+def efficiency_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
+    """Scaling efficiency (80 % and 50 % lines) and marginal tokens/s per added device."""
     rows = scaling_rows(con, study)
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw(NO_THROUGHPUT)
     base = kit.only_chosen_strategy(alt.Chart(rows)).encode(
         x=kit.devices_x(), color=kit.strategy_colour(), tooltip=_tooltip()
     )
@@ -117,9 +120,14 @@ def efficiency_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         kit.only_chosen_strategy(alt.Chart(rows))
         .mark_bar()
         .encode(
-            x=alt.X("world_size:O", title="devices (vs the previous scale point)"),
-            xOffset="strategy:N",
-            y=alt.Y("marginal_tokens_per_s_per_device:Q", title="extra tokens/s per added device"),
+            x=alt.X(
+                "world_size:O", title="devices (vs the previous scale point)", axis=alt.Axis(labelAngle=0)
+            ),
+            # one bar per run side by side, never stacked: a repeat is a bar of its own
+            xOffset=alt.XOffset("run_id:N", sort=alt.EncodingSortField("strategy")),
+            y=alt.Y(
+                "marginal_tokens_per_s_per_device:Q", title="extra tokens/s per added device", stack=None
+            ),
             color=kit.strategy_colour(),
             tooltip=[
                 *_tooltip(),

@@ -10,8 +10,9 @@ from tracehouse.reports.source import columns, frame, has_relation
 
 # Each share is of the run's summed step windows (as the breakdown's); times the step time it is
 # that part of the breakdown bar, in ms.
-BY_COLLECTIVE = """
+BY_COLLECTIVE = f"""
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.world_size, s.run_id,
+       {kit.run_label_sql()} AS run_label, dense_rank() OVER (ORDER BY s.world_size, s.run_id) AS run_order,
        e.parallel_dim || ' ' || coalesce(e.op, 'unknown op') AS collective,
        e.phase, sum(e.exposed_frac) AS share, sum(e.exposed_frac) * s.step_time_us / 1e3 AS ms
 FROM exposed_comm_by_collective e
@@ -19,7 +20,7 @@ JOIN scale_points s USING (study, run_id)
 JOIN runs r USING (study, run_id)
 WHERE e.study = $1 AND e.exposed_frac > 0
 GROUP BY strategy, s.world_size, s.run_id, collective, e.phase, s.step_time_us
-ORDER BY strategy, world_size, collective, e.phase
+ORDER BY strategy, world_size, s.run_id, collective, e.phase
 """
 WAIT_COLUMNS = (
     "exposed_wait_frac",
@@ -28,14 +29,15 @@ WAIT_COLUMNS = (
     "idle_device_wait_frac",
     "idle_unknown_frac",
 )
-BY_KIND = """
+BY_KIND = f"""
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, s.world_size, s.run_id,
+       {kit.run_label_sql()} AS run_label, row_number() OVER (ORDER BY s.world_size, s.run_id) AS run_order,
        s.step_time_us / 1e3 AS step_ms, s.exposed_comm_frac, s.idle_frac,
        s.exposed_wait_frac, s.exposed_transfer_frac,
        s.idle_host_wait_frac, s.idle_device_wait_frac, s.idle_unknown_frac
 FROM scale_points s JOIN runs r USING (study, run_id)
 WHERE s.study = $1 AND s.compute_frac IS NOT NULL
-ORDER BY strategy, s.world_size
+ORDER BY strategy, s.world_size, s.run_id
 """
 # The kinds of waiting, in stacking order, with their colours (exposed communication reds, idle greys).
 KINDS = {
@@ -47,6 +49,7 @@ KINDS = {
     "idle: launch not in trace": "#d8d3d0",
     "idle: no cause (CPU run)": "#ebe8e6",
 }
+GRAIN = "One bar per run (a repeat is a bar of its own), labelled run · devices; never a sum over runs."
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt", "other": "other"}
 
 
@@ -89,6 +92,8 @@ def kind_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
             "strategy",
             "world_size",
             "run_id",
+            "run_label",
+            "run_order",
             pl.lit(kind).alias("kind"),
             pl.lit(order).alias("kind_order"),
             share.alias("share"),
@@ -99,29 +104,31 @@ def kind_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
     if not parts or wide.is_empty():
         return pl.DataFrame()
     # a share below 1e-9 is float noise of a difference (all matched), not a part worth a bar
-    return pl.concat(parts).filter(pl.col("share") > 1e-9).sort("strategy", "world_size", "kind_order")
+    return pl.concat(parts).filter(pl.col("share") > 1e-9).sort("strategy", "run_order", "kind_order")
 
 
 def _bars(rows: pl.DataFrame, colour: alt.Color, order: alt.Order, tooltip: list) -> alt.TopLevelMixin:
     bars = (
-        kit.only_chosen_strategy(alt.Chart(rows))
+        alt.Chart(rows)
         .mark_bar()
         .encode(
-            x=alt.X("world_size:O", title="devices", axis=alt.Axis(labelAngle=0)),
+            x=kit.run_x(),
             y=alt.Y("sum(ms):Q", title="ms per step", stack="zero"),
             color=colour,
             order=order,
             tooltip=tooltip,
         )
-        .properties(width=kit.WIDTH, height=kit.HEIGHT)
+        .properties(width=alt.Step(34), height=kit.HEIGHT)
     )
-    return kit.with_strategy_signal(bars.facet(column=alt.Column("strategy:N", title=None)))
+    # each strategy's panel holds only its own runs: no empty columns
+    panels = bars.facet(column=alt.Column("strategy:N", title=None)).resolve_scale(x="independent")
+    return kit.with_strategy_signal(kit.only_chosen_strategy(panels))
 
 
-def collective_chart(rows: pl.DataFrame) -> alt.TopLevelMixin | None:
+def collective_chart(rows: pl.DataFrame) -> alt.TopLevelMixin:
     """Exposed communication per step by parallel dimension, op and phase, per scale point."""
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw("No run of this study has exposed communication.")
     return _bars(
         rows,
         alt.Color("collective:N", title="dimension, op, phase", scale=alt.Scale(scheme="tableau20")),
@@ -135,10 +142,10 @@ def collective_chart(rows: pl.DataFrame) -> alt.TopLevelMixin | None:
     ).properties(title="Exposed communication by collective")
 
 
-def kind_chart(rows: pl.DataFrame) -> alt.TopLevelMixin | None:
+def kind_chart(rows: pl.DataFrame) -> alt.TopLevelMixin:
     """Exposed communication split into wait and transfer, idle split by cause, per scale point."""
     if rows.is_empty():
-        return None
+        return kit.nothing_to_draw("No run of this study has a measured step.")
     return _bars(
         rows,
         alt.Color(
@@ -162,8 +169,9 @@ HEADLINE = """
 SELECT s.run_id, s.world_size, s.exposed_comm_frac, s.idle_frac, s.idle_host_wait_frac,
        e.op, e.parallel_dim, e.phase, e.exposed_frac, e.exposed_us_per_step, e.exposed_wait_us_per_step
 FROM scale_points s
+JOIN runs r USING (study, run_id)
 LEFT JOIN exposed_comm_by_collective e USING (study, run_id)
-WHERE s.study = $1 AND s.exposed_comm_frac IS NOT NULL
+WHERE s.study = $1 AND s.exposed_comm_frac IS NOT NULL AND ($2 IS NULL OR r.strategy = $2)
 ORDER BY s.world_size DESC, s.exposed_comm_frac DESC, s.run_id, e.exposed_frac DESC NULLS LAST, e.op
 LIMIT 1
 """
@@ -174,9 +182,10 @@ PHASE_WORDS = {
 }
 
 
-def headline_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
-    """One sentence on the largest scale point (the one that waits most where several share its size)."""
-    rows = frame(con, HEADLINE, study)
+def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str | None = None) -> str:
+    """One sentence on the largest scale point (the one that waits most where several share its size),
+    of the study or of one strategy's runs."""
+    rows = frame(con, HEADLINE, study, strategy)
     if rows.is_empty():
         return "No run of this study has a measured step."
     r = rows.row(0, named=True)

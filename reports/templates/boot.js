@@ -23,12 +23,28 @@
   Promise.all(jobs).then(function () {
     document.body.setAttribute("data-charts-done", String(views.length));
   });
+  // Text written for one strategy (data-strategy) shows while that strategy is picked; a block
+  // with no version for it keeps the all-strategies text.
+  function showText(choice) {
+    var groups = {};
+    document.querySelectorAll("[data-strategy]").forEach(function (el) {
+      var key = el.parentNode.id || el.parentNode.tagName;
+      (groups[key] = groups[key] || []).push(el);
+    });
+    Object.keys(groups).forEach(function (key) {
+      var items = groups[key];
+      var has = items.some(function (el) { return el.getAttribute("data-strategy") === choice; });
+      var wanted = has ? choice : "all";
+      items.forEach(function (el) { el.hidden = el.getAttribute("data-strategy") !== wanted; });
+    });
+  }
   var picker = document.getElementById("strategy-picker");
   if (picker) {
     picker.addEventListener("change", function () {
       views.forEach(function (view) {
         view.signal(SIGNAL, picker.value).runAsync();
       });
+      showText(picker.value);
     });
   }
 })();

@@ -5,7 +5,8 @@
 -- annotation before a cpu_op, so the call that started last is the highest call_order.
 -- Communication spans (comm_vocabulary comm_span_prefix: gloo:*) are left out of the tree (they
 -- overlap other calls without nesting); a cpu_op is compute unless comm_vocabulary names it a
--- communication op (host_op_prefix, host_op_name). Events without a name are left out.
+-- communication op (host_op_prefix, host_op_name). Events without a name are left out. kind and
+-- name are kept for cpu_op_totals (the self time of each op name).
 -- A TABLE, refreshed by the warehouse after ingest: the ASOF joins of cpu_compute_segments are
 -- fast on tables and very slow on the same rows computed inside one query.
 CREATE OR REPLACE TABLE cpu_calls AS
@@ -30,7 +31,7 @@ vocabulary_names AS (
 ),
 tree AS (
     SELECT
-        study, run_id, rank, start_ns, end_ns,
+        study, run_id, rank, kind, name, start_ns, end_ns,
         kind = 'cpu_op' AND name NOT IN (
             SELECT name FROM vocabulary_names WHERE kind IN ('host_op_prefix', 'host_op_name')
         ) AS is_compute
@@ -62,6 +63,8 @@ levels AS (
         delta
     FROM points
 )
-SELECT o.study, o.run_id, o.rank, o.rank_key, o.call_order, l.level, o.start_ns, o.end_ns, o.is_compute
+SELECT
+    o.study, o.run_id, o.rank, o.rank_key, o.call_order, l.level, o.start_ns, o.end_ns, o.is_compute,
+    o.kind, o.name
 FROM ordered AS o
 JOIN levels AS l ON l.rank_key = o.rank_key AND l.call_order = o.call_order AND l.delta = 1;

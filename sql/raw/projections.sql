@@ -6,22 +6,31 @@
 -- parallel dimension (dp includes the whole-world group; other: unknown groups). Throughput is
 -- NULL when the run's manifest gives no tokens per step. scaling_efficiency and the marginal
 -- throughput are against the run's own measured point; knee marks the smallest world size whose
--- marginal throughput per added device is below half of the measured throughput per device.
+-- marginal throughput per added device is below half of the measured throughput per device, and
+-- knee_note says the same in words, or why no knee can be found (no tokens per step). A world size
+-- the run cannot be projected to gets no row; `notes` says which and why (docs/projection.md); a
+-- point that is no runnable configuration (less than one sequence per rank) has its `flag`.
+-- measured_*: the measured point at this world size, of the run itself or of the study's run that
+-- measured the same workload there (measured_run_id).
 CREATE TABLE IF NOT EXISTS projections (
     study VARCHAR NOT NULL,
     run_id VARCHAR NOT NULL,
     scenario VARCHAR NOT NULL,
     assumptions VARCHAR,  -- the scenario in words
-    notes VARCHAR,  -- what the projection of this run leaves out, in words (NULL: nothing)
+    notes VARCHAR,  -- what the projection leaves out, in words: world sizes not projected and why (NULL: nothing)
     world_size INTEGER NOT NULL,
     measured_world_size INTEGER,
     step_time_us DOUBLE,
     measured_step_time_us DOUBLE,
+    measured_run_id VARCHAR,  -- the run measured at this world size (NULL: none)
+    measured_tokens_per_s_per_device DOUBLE,
     tokens_per_s DOUBLE,
     tokens_per_s_per_device DOUBLE,
     scaling_efficiency DOUBLE,
     marginal_tokens_per_s_per_device DOUBLE,
     knee BOOLEAN,
+    knee_note VARCHAR,  -- the run's knee in words, or why it cannot be found (same on each row)
+    flag VARCHAR,  -- why the point is no runnable configuration, e.g. less than one sequence per rank (NULL: none)
     compute_frac DOUBLE,
     exposed_comm_frac DOUBLE,
     other_frac DOUBLE,
@@ -33,3 +42,7 @@ CREATE TABLE IF NOT EXISTS projections (
     created_at TIMESTAMP
 );
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS notes VARCHAR;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_run_id VARCHAR;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_tokens_per_s_per_device DOUBLE;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS knee_note VARCHAR;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS flag VARCHAR;

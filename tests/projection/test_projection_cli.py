@@ -30,11 +30,14 @@ def test_project_stores_one_row_per_run_and_world_size_and_replaces_them(warehou
     assert main([*args, "--run", "ddp-ws2"]) == 0
     out = capsys.readouterr().out
     assert "tiny-cpu-gloo/ddp-ws2 (measured at 2 device(s)): replay of the measured steps within" in out
-    assert "knee:" in out
-    rows = _rows(warehouse, "SELECT scenario, world_size, knee FROM projections ORDER BY world_size")
+    rows = _rows(
+        warehouse, "SELECT scenario, world_size, knee, knee_note FROM projections ORDER BY world_size"
+    )
     assert [r[1] for r in rows] == [2, 4, 8, 64, 2048]
     assert {r[0] for r in rows} == {"baseline"}
     assert sum(r[2] for r in rows) <= 1  # one knee at most
+    (note,) = {r[3] for r in rows}
+    assert f"  {note}\n" in out
     assert main([*args, "--run", "ddp-ws2"]) == 0  # again: replaced, not added
     assert _rows(warehouse, "SELECT count(*) FROM projections")[0][0] == 5
     assert main([*args, "--run", "ddp-ws2", "--compute-speedup", "2", "--ideal-network"]) == 0
@@ -58,8 +61,8 @@ def test_project_every_run_of_the_study_as_json(warehouse: Path, capsys) -> None
     assert len(result) == 9
     for run in result:
         assert run["identity"]["max_error"] <= 0.05
-        sizes = [p["world_size"] for p in run["points"]]
-        assert sizes == sorted({8, int(run["points"][0]["measured_world_size"])})
+        sizes = [p["world_size"] for p in run["points"]] + [r["world_size"] for r in run["refused"]]
+        assert sorted(sizes) == sorted({8, int(run["points"][0]["measured_world_size"])})
     stored = _rows(warehouse, "SELECT count(DISTINCT run_id), count(*) FROM projections")[0]
     assert stored[0] == 9
 
@@ -95,14 +98,15 @@ def test_the_python_api_projects_like_the_command(warehouse: Path) -> None:
         warehouse,
         study="tiny-cpu-gloo",
         run="fsdp-ws2",
-        world_sizes=[8, 64],
+        world_sizes=[4, 8],
         ideal_network=True,
         scenario="ideal",
     )
     (result,) = results
-    assert [p.world_size for p in result.points] == [2, 8, 64]
+    assert [p.world_size for p in result.points] == [2, 4, 8]
     stored = _rows(
         warehouse, "SELECT world_size, step_time_us FROM projections WHERE scenario = 'ideal' ORDER BY 1"
     )
     assert stored == [(p.world_size, p.step_time_us) for p in result.points]
     assert all(p.exposed_comm_frac < 0.5 for p in result.points)
+    assert type(results).__name__ == "Projections" and results.failed == {}

@@ -11,6 +11,7 @@ from support.hostile import HOSTILE, hostile_run
 from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.reports.charts import breakdown as charts_breakdown
 from tracehouse.reports.charts import kernels as charts_kernels
+from tracehouse.reports.charts import kit
 from tracehouse.reports.charts import power as charts_power
 from tracehouse.reports.charts import scaling as charts_scaling
 from tracehouse.reports.headline import headline
@@ -38,12 +39,12 @@ def test_breakdown_bars_split_the_step_time_by_part(con) -> None:
 def test_headline_names_thresholds_and_what_dominates(con) -> None:
     facts = {f.label: f.text for f in headline(con, dev.STUDY)}
     # efficiency(ddp, 8) = (160.15 / 30.45) / 8 = 0.657; (ddp, 16) = (160.15 / 33.275) / 16 = 0.301
-    assert (
-        "ddp: below 80% from 8 devices (66%), below 50% from 16 devices (30%)" in facts["Scaling efficiency"]
+    assert facts["Scaling efficiency"].startswith(
+        "ddp against its own 1-device run: below 80% from 8 devices (66%), below 50% from 16 devices (30%)"
     )
     # 19 / 33.275 = 57 % exposed communication at the largest scale point
     assert (
-        "ddp on 16 devices: exposed communication dominates, 57% of a 33.3 ms step"
+        "ddp on 16 devices (ddp-w16) exposed communication dominates, 57% of a 33.3 ms step"
         in facts["At the largest scale"]
     )
     # best per device: one device, 65536 tokens / 0.16015 s = 409,216 tokens/s
@@ -57,14 +58,17 @@ def test_ideal_line_is_the_smallest_point_grown_linearly(con) -> None:
     assert rows["ideal_tokens_per_s"].to_list() == pytest.approx([base * w for w in dev.WORLD_SIZES])
 
 
-def test_power_note_quotes_the_manifest_reason(dev_warehouse_no_power: Path, con) -> None:
+def test_power_note_summarises_and_keeps_the_manifest_reason_as_detail(
+    dev_warehouse_no_power: Path, con
+) -> None:
     assert charts_power.power_note(con, dev.STUDY) is None
     with open_warehouse(dev_warehouse_no_power) as other:
-        assert charts_power.power_chart(other, dev.STUDY) is None
-        assert (
-            charts_power.power_note(other, dev.STUDY)
-            == f"No power was captured for this study: {dev.NO_POWER}."
-        )
+        # no power: a chart that says why (never None), the same sentence as the page's note
+        chart = charts_power.power_chart(other, dev.STUDY)
+        summary = "No power was captured for this study (the run manifests' reason is below)."
+        assert kit.empty_reason(chart) == summary == charts_power.power_note(other, dev.STUDY)
+        assert chart.to_dict()["data"]["values"] == [{"reason": summary}]
+        assert charts_power.power_details(other, dev.STUDY) == [dev.NO_POWER]
 
 
 def test_a_warehouse_ingested_before_a_view_existed_still_gets_its_chart(tmp_path: Path) -> None:
@@ -79,5 +83,4 @@ def test_a_warehouse_ingested_before_a_view_existed_still_gets_its_chart(tmp_pat
         # two launches of each kernel on the one rank: 2 x 500 µs and 2 x 200 µs
         assert names == {HOSTILE["kernel"]: 1.0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL": 0.4}
         reason = "<svg onload=\"window.__pwned='power'\">"  # the manifest's power.unavailable_reason
-        note = charts_power.power_note(con, HOSTILE["study"])
-        assert note == f"No power was captured for this study: {reason}."
+        assert charts_power.power_details(con, HOSTILE["study"]) == [reason]

@@ -82,6 +82,9 @@ def scale_point_row(strategy: str, world: int, power: bool) -> dict:
         "tokens_per_j": TOKENS_PER_STEP / energy if power else None,
         "energy_method": "counter" if power else None,
         "marginal_tokens_per_s_per_device": marginal(strategy, world),
+        # each strategy here starts at one device: its own baseline
+        "strategy_scaling_efficiency": (tps / (TOKENS_PER_STEP / (base_us / 1e6))) / world,
+        "strategy_base_world_size": WORLD_SIZES[0],
     }
 
 

@@ -182,6 +182,12 @@ change of the SQL, `comm_vocabulary` or `comm_kernel_patterns` recomputes everyt
 comment lines hold `-- depends on: ...`, the relations it reads; the warehouse creates them in
 that order (`pipeline/sql_runner.py`).
 
+Only the public views carry DuckDB comments: each view's (and `power_samples`' table) is the first
+sentence of its contract's description, each column's its meaning and unit, written right after the
+relation is created (also when a read-only open rebuilds outdated views in memory). Any client lists
+them: `SELECT view_name, comment FROM duckdb_views() WHERE comment IS NOT NULL`, or
+`duckdb_columns()` for the columns; from Python, `wh.views()` gives the same text as a Polars frame.
+
 ## nccl-tests input
 
 `tracehouse ingest` also reads the output of NVIDIA nccl-tests (`all_reduce_perf`,

@@ -148,7 +148,7 @@ def test_a_rank_option_contradicting_the_manifest_fails(tmp_path, capsys):
     assert summary["failed"] == [
         {
             "path": str(trace),
-            "reason": "--rank says rank 1 but manifest.json lists it as rank 0",
+            "reason": "--rank (Python: ranks=) says rank 1 but manifest.json lists it as rank 0",
             "internal": False,
         }
     ]

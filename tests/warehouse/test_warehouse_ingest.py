@@ -158,7 +158,9 @@ def test_unknown_rank_option_is_an_error(tmp_path, capsys):
         ["ingest", str(tmp_path / "run"), "--warehouse", str(tmp_path / "wh"), "--rank", "nope.json=1"]
     )
     assert (
-        code == 1 and "error: nope.json: --rank names no trace file being ingested" in capsys.readouterr().err
+        code == 1
+        and "error: nope.json: --rank (Python: ranks=) names no trace file being ingested"
+        in capsys.readouterr().err
     )
 
 
@@ -218,7 +220,7 @@ def test_rank_option_contradicting_distributed_info_fails(tmp_path):
     write_trace(tmp_path / "r" / "t.json", rank=1)
     summary = ingest([tmp_path / "r"], tmp_path / "wh", ranks={"t.json": 0})
     assert summary.failed == [
-        (str(tmp_path / "r" / "t.json"), "--rank says rank 0 but distributedInfo.rank is 1")
+        (str(tmp_path / "r" / "t.json"), "--rank (Python: ranks=) says rank 0 but distributedInfo.rank is 1")
     ]
 
 

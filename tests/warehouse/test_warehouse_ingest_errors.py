@@ -50,7 +50,7 @@ def test_errors_found_before_parsing_carry_the_files_hash(tmp_path, capsys):
     assert errors(capsys, wh) == [
         (str(a), hash_file(a)[1], f"rank 0 of run default/run is also claimed by {b}"),
         (str(b), hash_file(b)[1], f"rank 0 of run default/run is also claimed by {a}"),
-        ("nope.json", None, "--rank names no trace file being ingested"),  # not a file
+        ("nope.json", None, "--rank (Python: ranks=) names no trace file being ingested"),  # not a file
     ]
 
 

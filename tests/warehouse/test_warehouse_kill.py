@@ -63,3 +63,58 @@ def test_kill_mid_ingest_then_rerun_equals_clean_ingest(tmp_path):
     assert checksums(killed) == checksums(tmp_path / "clean")
     assert count(killed, "traces") == N_FILES
     assert not [p for p in killed.rglob("*") if ".tmp" in p.name]
+
+
+DRIVER = """
+import sys
+import tracehouse.pipeline.ingest.driver as driver
+
+driver.local_engine = lambda sizes: ("processes", 2)  # the local pool, whatever the batch's size
+if __name__ == "__main__":
+    driver.ingest([sys.argv[1]], sys.argv[2], study="kill")
+"""
+
+
+def process_group(pgid: int) -> list[int]:
+    """The ids of the live (not zombie) processes in a process group, read from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
+def test_a_killed_driver_leaves_no_pool_process_behind(tmp_path):
+    for rank in range(N_FILES):
+        write_trace(
+            tmp_path / "run" / f"rank{rank:02d}.json", rank=rank, world_size=N_FILES, n_kernels=N_KERNELS
+        )
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    wh = tmp_path / "wh"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "run"), str(wh)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while written_partitions(wh) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "ingest finished before the kill; make the input larger"
+    assert len(process_group(proc.pid)) >= 3  # the driver, the pool's server and its workers
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while process_group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = process_group(proc.pid)
+    for pid in left:  # do not leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "pool processes outlived the killed driver"

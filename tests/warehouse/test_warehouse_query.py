@@ -81,7 +81,7 @@ def test_missing_warehouse_is_one_line(capsys, tmp_path):
     assert code == 2
     assert err == (
         f"tracehouse query: error: {tmp_path / 'none'}: no warehouse here (no tracehouse.duckdb); "
-        "create one with tracehouse ingest\n"
+        "create one with tracehouse ingest (tracehouse.ingest in Python)\n"
     )
 
 

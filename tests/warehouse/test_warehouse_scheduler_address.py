@@ -29,7 +29,7 @@ def test_a_malformed_address_is_one_line_before_anything_is_written(tmp_path, ca
     wh = tmp_path / "wh"
     assert main(["ingest", str(tmp_path / "run"), "--warehouse", str(wh), "--scheduler", address]) == 2
     assert capsys.readouterr().err == (
-        f"tracehouse ingest: error: --scheduler {address!r}: expected tcp://HOST:PORT, e.g. tcp://node1:8786\n"
+        f"tracehouse ingest: error: scheduler address {address!r}: expected tcp://HOST:PORT, e.g. tcp://node1:8786\n"
     )
     assert not wh.exists()
 
@@ -61,6 +61,6 @@ def test_the_real_command_says_one_line(tmp_path):
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "tracehouse ingest: error: --scheduler 'notanaddress': expected tcp://HOST:PORT, e.g. tcp://node1:8786\n"
+        "tracehouse ingest: error: scheduler address 'notanaddress': expected tcp://HOST:PORT, e.g. tcp://node1:8786\n"
     )
     assert not wh.exists()

@@ -5,6 +5,8 @@
 -- window; sums over all ranks and steps divided by the summed windows). Scaling efficiency is
 -- against the study's smallest world size and marginal throughput against the next smaller
 -- world size; where several runs share a world size, that size counts with its best tokens/s.
+-- strategy_scaling_efficiency applies the same rule within the run's strategy (its own smallest
+-- world size as the baseline), for readers comparing a strategy with itself (the report's headline).
 -- Why the step waits (run_wait_shares): exposed wait / transfer and idle-cause shares of the same
 -- summed windows, and the op and parallel dimension with the most exposed communication.
 CREATE OR REPLACE VIEW scale_points AS
@@ -46,7 +48,7 @@ energy AS (
 ),
 throughput AS (
     SELECT
-        r.study, r.run_id, r.world_size, r.tokens_per_step, r.flops_per_token, r.peak_flops,
+        r.study, r.run_id, r.strategy, r.world_size, r.tokens_per_step, r.flops_per_token, r.peak_flops,
         t.step_time_us, t.n_steps,
         r.tokens_per_step / (t.step_time_us / 1e6) AS tokens_per_s
     FROM runs AS r
@@ -68,6 +70,21 @@ scaled AS (
         lag(best_tokens_per_s) OVER w AS prev_tokens_per_s
     FROM per_size
     WINDOW w AS (PARTITION BY study ORDER BY world_size)
+),
+strategy_sizes AS (
+    -- the same baseline rule within each strategy: its smallest world size, at its best tokens/s
+    SELECT study, strategy, world_size, max(tokens_per_s) AS best_tokens_per_s
+    FROM throughput
+    WHERE world_size IS NOT NULL
+    GROUP BY study, strategy, world_size
+),
+strategy_scaled AS (
+    SELECT
+        study, strategy, world_size,
+        first_value(world_size) OVER w AS base_world_size,
+        first_value(best_tokens_per_s) OVER w AS base_tokens_per_s
+    FROM strategy_sizes
+    WINDOW w AS (PARTITION BY study, strategy ORDER BY world_size)
 )
 SELECT
     p.study, p.run_id, p.world_size, p.n_steps,
@@ -85,9 +102,14 @@ SELECT
     e.energy_method,
     ws.exposed_wait_frac, ws.exposed_transfer_frac,
     ws.idle_host_wait_frac, ws.idle_device_wait_frac, ws.idle_unknown_frac,
-    ws.dominant_exposed_op, ws.dominant_exposed_dim
+    ws.dominant_exposed_op, ws.dominant_exposed_dim,
+    (p.tokens_per_s / ss.base_tokens_per_s) / (1.0 * p.world_size / ss.base_world_size)
+        AS strategy_scaling_efficiency,
+    ss.base_world_size AS strategy_base_world_size
 FROM throughput AS p
 LEFT JOIN scaled AS s ON p.study = s.study AND p.world_size = s.world_size
+LEFT JOIN strategy_scaled AS ss
+    ON p.study = ss.study AND p.strategy IS NOT DISTINCT FROM ss.strategy AND p.world_size = ss.world_size
 LEFT JOIN run_step_times AS sh ON p.study = sh.study AND p.run_id = sh.run_id
 LEFT JOIN energy AS e ON p.study = e.study AND p.run_id = e.run_id
 LEFT JOIN run_wait_shares AS ws ON p.study = ws.study AND p.run_id = ws.run_id;
