@@ -158,3 +158,14 @@ def test_dropped_nccl_tests_rows_are_a_warning_not_an_internal_error(tmp_path, c
         {"reason": line, "severity": "warning", "internal": False}
     ]
     assert rows(capsys, wh, "SELECT count(*) AS n FROM network_curve_points") == [{"n": 2 * 32}]
+
+
+def test_forgetting_a_run_forgets_its_files_warnings(tmp_path, capsys):
+    log = NVML_HEAD + NVML_HEADER + "\n" + GOOD_ROW * 2
+    run = run_folder(tmp_path / "run", {"study": "s", "run_id": "r", "power": {"files": ["p.csv"]}})
+    (run / "p.csv").write_text(log)
+    wh = tmp_path / "wh"
+    assert ingest_json(capsys, str(run), "--warehouse", str(wh))[0] == 0
+    assert len(rows(capsys, wh, "SELECT * FROM ingest_errors WHERE severity = 'warning'")) == 1
+    assert main(["forget", "r", "--warehouse", str(wh)]) == 0
+    assert rows(capsys, wh, "SELECT count(*) AS n FROM ingest_errors") == [{"n": 0}]
