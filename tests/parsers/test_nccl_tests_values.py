@@ -97,3 +97,11 @@ def test_a_root_beyond_int32_drops_its_row(tmp_path: Path) -> None:
     path = tmp_path / "broadcast_perf.txt"
     path.write_text("\n".join(lines))
     assert parse_nccl_tests(path).dropped == (("root outside int32", 1),)
+
+
+def test_a_library_version_code_of_a_million_digits_is_no_version(tmp_path: Path) -> None:
+    text = shared_path("nccl-tests/xxrjun-h100-2node-alltoall-v2.17.txt").read_text()
+    assert "nccl-library=22807" in text
+    path = tmp_path / "alltoall_perf.txt"
+    path.write_text(text.replace("nccl-library=22807", "nccl-library=" + "2" * 1_000_000))
+    assert parse_nccl_tests(path).tests[0].nccl_version != "2.28.7"  # not Python's int() limit, not a bug

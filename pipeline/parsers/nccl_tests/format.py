@@ -39,7 +39,7 @@ LAUNCHER_PREFIXES = (
 # `# nThread 1 nGpus 8 minBytes 1 maxBytes 8589934592 step: 2(factor) warmup iters: 5 ...`
 RUN_HEADER = re.compile(r"#\s*nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+")
 # `# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807` (2.17 and later)
-TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(\S+)(?:.*?\bnccl-library=(\d+))?")
+TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(\S+)(?:.*?\bnccl-library=(\d{1,9})(?!\d))?")
 STARTING = re.compile(r"#\s*Collective test starting:\s*(\S+)")
 CONCLUDED = re.compile(r"#\s*Collective test concluded:")
 # `#   Rank  0 Pid 112424 on localhost device  0 [0x00] A100-SXM4-40GB` (old), or
