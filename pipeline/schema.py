@@ -119,6 +119,7 @@ INGEST_ERRORS: dict[str, pl.DataType] = {
     "reason": pl.String,
     "at": pl.Datetime("us", "UTC"),
     "internal": pl.Boolean,
+    "severity": pl.String,  # error (not loaded) | warning (loaded, with this problem)
 }
 
 

@@ -18,6 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from tracehouse.pipeline.common.errors import ManifestError
+from tracehouse.pipeline.common.limits import (
+    INT64_MAX,
+    INT64_MIN,
+    MANIFEST_BOUNDS,
+    MANIFEST_INT32_BOUND,
+    MANIFEST_MAX_BYTES,
+    MANIFEST_MAX_DEPTH,
+)
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -108,7 +116,10 @@ class RunManifest:
             if dp * tp * pp != self.world_size:
                 raise ValueError(f"dp*tp*pp = {dp}*{tp}*{pp} does not equal world_size {self.world_size}")
         if self.tokens_per_step is None and self.global_batch and self.seq_len:
-            self.tokens_per_step = self.global_batch * self.seq_len
+            tokens = self.global_batch * self.seq_len
+            if problem := _number_problem("tokens_per_step", tokens):
+                raise ValueError(f"tokens_per_step (global_batch * seq_len) {problem}")
+            self.tokens_per_step = tokens
 
     def to_json(self) -> str:
         """The manifest as indented JSON text."""
@@ -141,17 +152,89 @@ class RunManifest:
 
     @classmethod
     def read(cls, path: Path) -> RunManifest:
-        """Read a manifest file; raise ManifestError naming the file on any problem."""
+        """Read a manifest file; raise ManifestError naming the file on any problem.
+
+        Limits (`common.limits`): at most MANIFEST_MAX_BYTES, nested at most MANIFEST_MAX_DEPTH,
+        numbers finite and integers within int64 anywhere, no key twice in an object.
+        """
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            with open(path, "rb") as f:
+                raw = f.read(MANIFEST_MAX_BYTES + 1)
+            if len(raw) > MANIFEST_MAX_BYTES:
+                raise ManifestError(path, f"manifest is larger than {MANIFEST_MAX_BYTES} bytes")
+            data = parse_json(raw.decode("utf-8"))
+        except RecursionError:
+            raise ManifestError(path, _depth_message()) from None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ManifestError(path, f"cannot read manifest: {exc}") from exc
+        if problem := _tree_problem(data):
+            raise ManifestError(path, problem)
         if not isinstance(data, dict):
             raise ManifestError(path, "manifest is not a JSON object")
         try:
             return cls.from_dict(data)
         except (TypeError, ValueError) as exc:
             raise ManifestError(path, str(exc)) from exc
+
+
+def parse_json(text: str) -> Any:
+    """JSON text as Python values; ValueError for a key given twice, a number beyond double or int64."""
+    return json.loads(
+        text, object_pairs_hook=_unique_keys, parse_float=_finite, parse_int=_int64, parse_constant=_refused
+    )
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members; ValueError naming a key given twice (JSON would keep the last in silence)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"key {_shown(key)} appears twice in one object")
+        data[key] = value
+    return data
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value - value != 0:  # inf (1e400); NaN cannot be spelt as a JSON number
+        raise ValueError(f"number {_shown(text)} is beyond double range")
+    return value
+
+
+def _int64(text: str) -> int:
+    value = int(text)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"integer {_shown(text)} is beyond int64")
+    return value
+
+
+def _refused(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _tree_problem(value: Any) -> str | None:
+    """Why parsed JSON cannot be a manifest: nested too deep, or a string (or key) the warehouse cannot
+    store (a lone surrogate is no UTF-8; a NUL ends a path); None when fine. Walked without recursing."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            if level > MANIFEST_MAX_DEPTH:
+                return _depth_message()
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return f"the string {_shown(item)} holds a NUL character"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"the string {_shown(item)} is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _depth_message() -> str:
+    return f"manifest nests arrays/objects deeper than {MANIFEST_MAX_DEPTH} levels"
 
 
 def check_facts(facts: dict[str, Any]) -> None:
@@ -169,13 +252,13 @@ def _known_fields(kind: type, data: dict[str, Any], prefix: str, *, strict: bool
     known = [f.name for f in dataclasses.fields(kind)]
     unknown = sorted(k for k in data if k not in known)
     if strict and unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1)
+        close = difflib.get_close_matches(unknown[0][:SHOWN_CHARS], known, n=1)
         hint = (
             f"did you mean {prefix}{close[0]}?"
             if close
             else f"manifest_version {MANIFEST_VERSION} has no such field"
         )
-        raise ValueError(f"unknown field {prefix}{unknown[0]} ({hint})")
+        raise ValueError(f"unknown field {prefix}{unknown[0][:SHOWN_CHARS]} ({hint})")
     return {k: v for k, v in data.items() if k in known}
 
 
@@ -202,6 +285,9 @@ def _check_fields(obj: Any, *, prefix: str = "") -> None:
         problem = _number_problem(f.name, value)
         if problem:
             raise ValueError(f"{prefix}{f.name} {problem}")
+        for key, unit in value.items() if f.name == "fsdp_units" else ():
+            if problem := _number_problem(f.name, unit):
+                raise ValueError(f"{prefix}{f.name}[{_shown(key)}] {problem}")
 
 
 @functools.cache
@@ -249,10 +335,15 @@ def _number_problem(name: str, value: Any) -> str | None:
         return None
     if not value > 0:
         return f"must be positive, got {_shown(value)}"
-    limit = 2**31 if name in INT32_FIELDS else 2**63
-    if isinstance(value, int) and value >= limit:
-        return f"must be below {limit}, got {value}"
+    limit = MANIFEST_INT32_BOUND if name in INT32_FIELDS else MANIFEST_BOUNDS.get(name, 2**63)
+    if not value < limit:  # also inf and NaN, which no comparison passes
+        return f"must be below {_bound(limit)}, got {_shown(value)}"
     return None
+
+
+def _bound(limit: int | float) -> str:
+    """A bound in full for an integer, as 1e+15 for a float."""
+    return str(limit) if isinstance(limit, int) else f"{limit:g}"
 
 
 def _shown(value: Any) -> str:

@@ -46,10 +46,10 @@ def parse_log_header(path: Path, line: str) -> dict[str, str]:
     for token in line[len(LOG_MAGIC) :].split():
         key, sep, value = token.partition("=")
         if not sep:
-            raise PowerLogError(path, f"malformed tracehouse log header token {token!r}")
+            raise PowerLogError(path, f"malformed tracehouse log header token {token[:40]!r}")
         facts[key] = value
     if facts.get("version") != str(LOG_VERSION):
         raise PowerLogError(
-            path, f"tracehouse power log version {facts.get('version')!r} is not {LOG_VERSION}"
+            path, f"tracehouse power log version {str(facts.get('version'))[:40]!r} is not {LOG_VERSION}"
         )
     return facts

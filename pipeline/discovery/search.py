@@ -156,6 +156,8 @@ def _read_folder(directory: Path, files: list[Path], candidates: _Candidates, fo
         return _Folder(directory=directory, traces=files)
     try:
         manifest = RunManifest.read(manifest_path)
+        if outside := _entry_outside(manifest_path, manifest):
+            raise ManifestError(manifest_path, outside)
     except ManifestError as exc:
         found.errors.append((str(manifest_path), exc.reason))
         problem = f"its run's {MANIFEST_NAME} is invalid: {exc.reason}"
@@ -200,6 +202,23 @@ def _listed_ranks(manifest_path: Path, manifest: RunManifest) -> dict[Path, list
     for rank_text, name in manifest.traces.items():
         ranks_of.setdefault((manifest_path.parent / name).absolute(), []).append(int(rank_text))
     return ranks_of
+
+
+def _entry_outside(manifest_path: Path, manifest: RunManifest) -> str | None:
+    """Why a path the manifest names leaves the manifest's folder (symlinks resolved first), or None."""
+    folder = manifest_path.parent.resolve()
+    named = [(f"traces[{rank!r}]", name) for rank, name in manifest.traces.items()]
+    named += [(f"power.files[{i}]", name) for i, name in enumerate(manifest.power.files)]
+    for entry, name in named:
+        try:
+            target = (manifest_path.parent / name).resolve()
+            target.exists()  # raises for a name the system refuses (too long)
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            why = getattr(exc, "strerror", None) or str(exc)[:120]
+            return f"{entry} {name[:80]!r} cannot be resolved: {why}"
+        if not target.is_relative_to(folder):
+            return f"{entry} {name[:80]!r} resolves outside the manifest's folder (to {str(target)[:200]})"
+    return None
 
 
 def _listing_problem(manifest_path: Path, path: Path, ranks: list[int]) -> str | None:

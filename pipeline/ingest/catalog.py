@@ -101,10 +101,12 @@ def register_file(
     files: list[Partition],
     tables: dict[str, pl.DataFrame] | None = None,
     run_row: dict | None = None,
+    warnings: Iterable[str] = (),
 ) -> None:
     """Register one source file atomically: its `traces` / `power_files` / `network_files` row, its
-    partitions and its rows of DuckDB tables (`tables`, by table name), and its run's
-    run_manifests row (`run_row`) when it is the run's first file: a run appears with a file.
+    partitions, its rows of DuckDB tables (`tables`, by table name), its warnings (as
+    `ingest_errors` rows of severity 'warning'), and its run's run_manifests row (`run_row`) when
+    it is the run's first file: a run appears with a file.
 
     The partitions go in one statement: a statement per partition cost 0.8 ms each on the dev VM,
     most of a trace's registration.
@@ -129,6 +131,12 @@ def register_file(
         # The path's latest attempt succeeded. Not by hash: a copy failing elsewhere (no rank, a
         # rank clash, a bad manifest) still fails there.
         connection.execute("DELETE FROM ingest_errors WHERE path = ?", [row["path"]])
+        for warning in warnings:
+            connection.execute(
+                'INSERT INTO ingest_errors (path, content_hash, reason, "at", severity) '
+                "VALUES (?, ?, ?, now(), 'warning')",
+                [row["path"], row["content_hash"], warning],
+            )
 
 
 def partition_problem(
@@ -176,8 +184,8 @@ def _footer_rows(
 
 
 def clear_errors(connection: duckdb.DuckDBPyConnection, path: str) -> None:
-    """Forget the failures recorded for a path (its latest attempt succeeded)."""
-    connection.execute("DELETE FROM ingest_errors WHERE path = ?", [path])
+    """Forget the failures recorded for a path (its latest attempt succeeded); its warnings stay."""
+    connection.execute("DELETE FROM ingest_errors WHERE path = ? AND severity = 'error'", [path])
 
 
 def rank_holder(connection: duckdb.DuckDBPyConnection, study: str, run_id: str, rank: int) -> tuple | None:

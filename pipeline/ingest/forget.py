@@ -54,6 +54,11 @@ def forget_run(warehouse_dir: str | Path, run_id: str, *, study: str | None = No
         paths = [p for (p,) in con.execute(f"SELECT path {partitions}", key * 2).fetchall()]
         counts = [_count(con, table, key) for table in ("traces", "power_files")]
         with transaction(con, checkpoint=True):
+            # the warnings of its files go with them (dropped samples, failed tests)
+            con.execute(
+                f"DELETE FROM ingest_errors WHERE severity = 'warning' AND content_hash IN ({_RUN_HASHES})",
+                key * 2,
+            )
             con.execute(f"DELETE {partitions}", key * 2)
             for table in RUN_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE study = ? AND run_id = ?", key)

@@ -239,7 +239,13 @@ class Batch:
         run = (row.get("study"), row.get("run_id"))
         run_row = self.pending_runs.get(run)
         register_file(
-            self._connection, REGISTERS[outcome.kind], row, list(outcome.files), outcome.tables, run_row
+            self._connection,
+            REGISTERS[outcome.kind],
+            row,
+            list(outcome.files),
+            outcome.tables,
+            run_row,
+            warnings=outcome.warnings,
         )
         self.pending_runs.pop(run, None)
         self.seen.add(outcome.content_hash or "")

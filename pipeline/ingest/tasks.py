@@ -133,14 +133,16 @@ def load_power(job: PowerJob, warehouse_dir: str, registered: frozenset[str]) ->
     """Task: hash, parse and write one power log's partition (unless already registered)."""
 
     def parse(size: int, content_hash: str) -> Parsed:
-        from tracehouse.pipeline.parsers.power.parse import parse_power_log
+        from tracehouse.pipeline.parsers.power.parse import read_power_log
 
-        frame = parse_power_log(job.path, host=job.host)
+        log = read_power_log(job.path, host=job.host)
+        frame = log.frame
         return Parsed(
             frames={"power_samples": frame},
             keys={"study": job.study, "run_id": job.run_id, "content_hash": content_hash},
             n_rows=frame.height,
             row=lambda: _power_row(job, frame, size, content_hash),
+            warnings=tuple(f"{job.path}: {line}; its other samples are loaded" for line in log.dropped),
         )
 
     return _load("power", job.path, warehouse_dir, registered, parse)
@@ -170,7 +172,10 @@ def load_nccl_tests(job: NcclTestsJob, warehouse_dir: str, registered: frozenset
             n_rows=points.height,
             row=lambda: _nccl_tests_row(result, keys, size, failures),
             tables={"network_curve_points": points},
-            warnings=tuple(f"{job.path}: {failure}; its other results are loaded" for failure in failures),
+            warnings=tuple(
+                f"{job.path}: {line}; its other results are loaded"
+                for line in failures + result.dropped_lines()
+            ),
         )
 
     return _load(NCCL_TESTS, job.path, warehouse_dir, registered, parse)

@@ -126,15 +126,16 @@ def worker_main() -> None:
 class Worker:
     """A worker process; `judge` restarts it after a hang or a crash."""
 
-    def __init__(self, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, log: Path, env: dict[str, str] | None = None, script: Path | None = None) -> None:
         self.log_path, self.env = log, {**os.environ, **(env or {})}
+        self.script = script or Path(__file__).resolve()  # the worker program (format_oracle.py too)
         self.proc: subprocess.Popen[str] | None = None
         self.scanner = self.ended = False
 
     def _start(self) -> None:
         self.log = self.log_path.open("a")
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve())],
+            [sys.executable, str(self.script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from support.testdata import SHARED_DATA, shared_path
 from support.tracebuilder import cpu_op, kernel, process_name, runtime, thread_name, write_trace
+from tracehouse.pipeline.common.errors import TraceFormatError
 from tracehouse.pipeline.parsers.kineto.fastscan import available
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
@@ -232,3 +233,32 @@ def test_launch_rule_matches_the_msgspec_path_at_scale(tmp_path: Path) -> None:
     gpu = fast.events.filter(pl.col("kind") == "kernel")
     assert gpu.height == 3000
     assert (gpu["launch_ts_unix_ns"] == gpu["ts_unix_ns"] - 5000).all()
+
+
+def decision(path: Path, scanner: bool) -> tuple:
+    """What one decoder makes of a trace: its events' times, or its error's reason."""
+    try:
+        parsed = parse_trace(path, scanner=scanner)
+    except TraceFormatError as exc:
+        return ("error", exc.reason)
+    return ("events", parsed.events["ts_unix_ns"].to_list())
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "9007199254740991.5",  # 2^53 - 0.5 = 2^53 - 1 + 0.5: a double rounds it to 2^53 (ties to even)
+        "9007199254740991.50",
+        "9007199254740991.75",
+        "9007199254740991.25",  # rounds to 2^53 - 1: in range
+        "9007199254740991.0",
+        "9007199254740991",  # 2^53 - 1
+        "9007199254740992",  # 2^53
+        "9007199254740990.5",
+        "-9007199254740991.5",
+        "-9007199254740991",
+    ],
+)
+def test_both_decoders_decide_alike_at_2_53_us(tmp_path: Path, ts: str) -> None:
+    path = patched(write_trace(tmp_path / "t.json", [cpu_op("a", 123456, 1)]), b"123456", ts.encode())
+    assert decision(path, scanner=True) == decision(path, scanner=False)

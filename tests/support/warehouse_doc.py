@@ -45,7 +45,9 @@ RELATIONS = {
         "a path that later loads, or is skipped as already present, is removed; `internal` marks a "
         "failure caused by a tracehouse bug (its reason starts `internal error (a tracehouse bug, ...)` "
         "and names the exception and where it was raised): the file is not blamed, the rest of the "
-        "batch loaded",
+        "batch loaded. A file that loaded with a problem (power samples or nccl-tests result rows "
+        "dropped as out of range or repeated, a test that failed) has one row per problem of "
+        "`severity` 'warning', which stays while the file stays loaded",
     ),
     "network_files": (None, "one row per ingested nccl-tests output file (content hash)"),
     "network_curve_points": (
@@ -221,6 +223,12 @@ as network calibration points (`pipeline/parsers/nccl_tests/`):
   number`); an unknown column header; a table whose program nothing names and whose
   bandwidths fit several collectives. A test that failed in a file whose other tests have
   results is a warning; the results load.
+* Values are held to `pipeline/common/limits.py` (`NCCL_RANGES`): a result row whose size or count
+  lies outside 0 to 2^48, whose time lies outside 0 to 2^53 µs, whose bandwidth is negative or over
+  10^9 GB/s, or any of them NaN or infinite, and a row inside a table whose size is not a byte
+  count (`-8`, `1e3`, text), is dropped; the count of dropped rows, by reason, is a warning (the
+  summary, and an `ingest_errors` row of `severity` 'warning'), e.g. `1 result rows dropped: time_us
+  outside [0, 9.0072e+15] (1); its other results are loaded`.
 """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -168,6 +169,7 @@ def test_manifest_defines_run_ranks_and_power_logs(tmp_path):
     run = tmp_path / "sweep" / "p2"
     write_trace(run / "rank0.json", rank=None)
     write_trace(run / "rank1.json", rank=1)
+    shutil.copyfile(power, run / "power.csv")  # a manifest names files in its own folder only
     RunManifest(
         study="llama",
         run_id="ddp-2",
@@ -175,7 +177,7 @@ def test_manifest_defines_run_ranks_and_power_logs(tmp_path):
         dp=2,
         hosts=["node7"],
         traces={"0": "rank0.json", "1": "rank1.json"},
-        power=PowerCapture(source="nvidia-smi", files=[str(power)]),
+        power=PowerCapture(source="nvidia-smi", files=["power.csv"]),
     ).write(run)
     summary = ingest([tmp_path / "sweep"], tmp_path / "wh")
     assert (summary.loaded, summary.power_files, summary.failed) == (2, 1, [])

@@ -44,13 +44,13 @@ def test_ingest_errors_matches_schema_and_run_manifests_holds_every_manifest_fie
 def test_creating_twice_keeps_rows(tmp_path):
     create_warehouse(tmp_path / "wh")
     with connect(tmp_path / "wh") as c:
-        c.execute("INSERT INTO ingest_errors VALUES ('x.json', NULL, 'bad', now(), false)")
+        c.execute("INSERT INTO ingest_errors VALUES ('x.json', NULL, 'bad', now(), false, 'error')")
     create_warehouse(tmp_path / "wh")
     with open_for_query(tmp_path / "wh") as c:
         assert c.sql("SELECT path, reason FROM ingest_errors").fetchall() == [("x.json", "bad")]
 
 
-def test_a_warehouse_made_before_the_internal_column_gains_it(tmp_path):
+def test_a_warehouse_made_before_the_internal_and_severity_columns_gains_them(tmp_path):
     create_warehouse(tmp_path / "wh")
     with connect(tmp_path / "wh") as c:
         c.execute("DROP TABLE ingest_errors")
@@ -61,7 +61,9 @@ def test_a_warehouse_made_before_the_internal_column_gains_it(tmp_path):
         c.execute("INSERT INTO ingest_errors VALUES ('x.json', NULL, 'bad', now())")
     create_warehouse(tmp_path / "wh")
     with open_for_query(tmp_path / "wh") as c:
-        assert c.sql("SELECT path, internal FROM ingest_errors").fetchall() == [("x.json", False)]
+        assert c.sql("SELECT path, internal, severity FROM ingest_errors").fetchall() == [
+            ("x.json", False, "error")
+        ]
 
 
 def test_views_are_recreated_when_missing_on_query(tmp_path):

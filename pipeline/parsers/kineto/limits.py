@@ -1,4 +1,5 @@
-"""The limits `parse_trace` holds every input to, decided once here (both decoders read them).
+"""The limits `parse_trace` holds every input to (both decoders read them); their numbers live in
+`pipeline/common/limits.py`, beside the manifest, power-log and nccl-tests limits.
 
 A value outside its limit is an error (`TraceFormatError`, naming the field and the value)
 where it describes the whole rank (top-level fields, times); an event arg outside its
@@ -26,12 +27,16 @@ from typing import Any
 
 import polars as pl
 from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.common.limits import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_DEPTH,
+    MAX_INT_CHARS,
+    MAX_TIME_US,  # noqa: F401 (read from here by the trace parser)
+)
 
-MAX_DEPTH = 512
-MAX_TIME_US = 2**53
-MAX_INT_CHARS = 4300  # msgspec's own limit on an integer literal, sign included
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 SCANNER_LIMITS = (MAX_DEPTH, MAX_INT_CHARS)  # what the C scanner is told
 DEPTH_ERROR = f"JSON arrays/objects nested deeper than {MAX_DEPTH} levels"
 

@@ -39,14 +39,14 @@ LAUNCHER_PREFIXES = (
 # `# nThread 1 nGpus 8 minBytes 1 maxBytes 8589934592 step: 2(factor) warmup iters: 5 ...`
 RUN_HEADER = re.compile(r"#\s*nThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+")
 # `# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807` (2.17 and later)
-TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(\S+)(?:.*?\bnccl-library=(\d+))?")
+TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(\S+)(?:.*?\bnccl-library=(\d{1,9})(?!\d))?")
 STARTING = re.compile(r"#\s*Collective test starting:\s*(\S+)")
 CONCLUDED = re.compile(r"#\s*Collective test concluded:")
 # `#   Rank  0 Pid 112424 on localhost device  0 [0x00] A100-SXM4-40GB` (old), or
 # `#  Rank  0 Group  0 Pid 338393 on cnode2-001 device  0 [0000:1b:00] NVIDIA H100 80GB HBM3`
 RANK_LINE = re.compile(
     r"#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+"
-    r"device\s+\d+\s+\[[^\]]*\]\s*(?P<device>.*?)\s*$"
+    r"device\s+\d+\s+\[[^\]]*\]\s*(?P<device>.*)$"  # device: strip it (a lazy .*? is quadratic)
 )
 # `#       size         count      type   redop    root     time   algbw   busbw #wrong ...`
 COLUMN_HEADER = re.compile(r"#\s*size\s+count\s+type\b.*\btime\s+algbw\s+busbw\b")

@@ -15,6 +15,11 @@ factors as the view collective_instances): n is the one integer whose f(n) fits 
 the row with the largest algbw, both values within half a unit of their last printed place.
 When several integers fit (large n), or the factor is 1 (broadcast, reduce, send_recv), n is
 NULL, never a guess.
+
+Every stored number is checked against `common.limits.NCCL_RANGES`: a result row whose size,
+count, time, bandwidth or check leaves its range (negative, NaN, inf, beyond 2^48 bytes), and a
+line inside a table that has a row's fields but no size in range (`-8`, `1e3`), is dropped and
+counted (`NcclTestsResult.dropped`, the file's warnings at ingest).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from tracehouse.pipeline.common.comm_names import op_name
 from tracehouse.pipeline.common.errors import InputFileError
+from tracehouse.pipeline.common.limits import INT32_MAX, NCCL_RANGES
 from tracehouse.pipeline.parsers.nccl_tests import format as fmt
 from tracehouse.pipeline.parsers.nccl_tests.result import NcclPoint, NcclTest, NcclTestsResult
 from tracehouse.pipeline.parsers.nccl_tests.table import Columns, read_columns, read_row
@@ -39,6 +45,7 @@ _RANKS_OF_RATIO: dict[str, Callable[[float], float]] = {
         for op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter")
     },
 }
+FAILURE_CHARS = 200  # of a test's failure message, kept for its one-line warning
 _ROW_START = re.compile(r"\d+\Z", re.ASCII)
 # A program named in a file name, with or without its underscores (nccl_allreduce.log); the
 # longest spelling first, so reduce_scatter is not read as reduce.
@@ -82,6 +89,7 @@ class _Reader:
     tests: list[_Test] = field(default_factory=list)
     current: _Test = field(default_factory=_Test)
     headless_row: int | None = None
+    dropped: dict[str, int] = field(default_factory=dict)  # why result rows were dropped -> how many
 
     def next_test(self) -> _Test:
         if self.current.started:
@@ -100,9 +108,11 @@ class _Reader:
         elif failure := fmt.FAILURE.search(line):
             message = fmt.FAILURE_MESSAGE.search(line, failure.end())
             text = message.group(1).strip(" /") if message else line[failure.start() :]
-            self.current.failure = self.current.failure or text
+            self.current.failure = self.current.failure or text[:FAILURE_CHARS]
         elif (fields := line.split()) and _ROW_START.match(fields[0]):
             self._row(number, fields)
+        elif fields and self._row_shaped(fields):
+            self._drop(f"size {fields[0][:20]!r} is not a byte count")
 
     def _comment(self, number: int, line: str) -> None:
         test = self.current
@@ -120,13 +130,20 @@ class _Reader:
                 test = self.next_test()
             test.header = True
         elif match := fmt.RANK_LINE.match(line):
-            test.ranks[int(match["rank"])] = (match["host"], match["device"])
+            if len(match["rank"]) > 9:
+                raise InputFileError(self.path, f"line {number}: rank {match['rank'][:20]}... is not a rank")
+            test.ranks[int(match["rank"])] = (match["host"], match["device"].rstrip())
         elif fmt.COLUMN_HEADER.match(line):
             if test.points or test.ended:
                 test = self.next_test()
             test.columns = read_columns(self.path, number, line)
         elif match := fmt.AVG_BUSBW.match(line):
             test.avg_busbw_gbps = _float_or_none(match.group(1))
+            low, high = NCCL_RANGES["busbw_gbps"]
+            if test.avg_busbw_gbps is not None and not low <= test.avg_busbw_gbps <= high:
+                raise InputFileError(
+                    self.path, f"line {number}: average bus bandwidth {match.group(1)[:40]!r} is out of range"
+                )
             test.ended = True
         elif fmt.CONCLUDED.match(line):
             test.ended = True
@@ -146,8 +163,24 @@ class _Reader:
                 f"line {number}: a result row of {len(fields)} fields where the rows above it have "
                 f"{test.row_fields}",
             )
-        test.points.extend(read_row(self.path, number, fields, test.columns))
+        points = read_row(self.path, number, fields, test.columns)
         test.row_fields = len(fields)
+        problem = next(filter(None, map(_out_of_range, points)), None)
+        if problem is not None:
+            self._drop(problem)
+            return
+        test.points.extend(points)
+
+    def _row_shaped(self, fields: list[str]) -> bool:
+        """Whether a line inside a table has a result row's number of fields (its size is then bad)."""
+        test = self.current
+        if test.columns is None or test.ended:
+            return False
+        widths = {test.row_fields} if test.row_fields else {test.columns.width, test.columns.width - 1}
+        return len(fields) in widths
+
+    def _drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
 
 def parse_nccl_tests(path: str | Path) -> NcclTestsResult:
@@ -161,8 +194,21 @@ def parse_nccl_tests(path: str | Path) -> NcclTestsResult:
         raise InputFileError(path, _no_table_reason(reader))
     file_version = next((t.nccl_version for t in reader.tests if t.nccl_version), None)
     return NcclTestsResult(
-        path=str(path), tests=tuple(_finish(path, test, file_version) for test in reader.tests)
+        path=str(path),
+        tests=tuple(_finish(path, test, file_version) for test in reader.tests),
+        dropped=tuple(reader.dropped.items()),
     )
+
+
+def _out_of_range(point: NcclPoint) -> str | None:
+    """Why a point cannot be stored (a value outside NCCL_RANGES), or None."""
+    for name, (low, high) in NCCL_RANGES.items():
+        value = getattr(point, name)
+        if value is not None and not low <= value <= high:  # NaN fails too
+            return f"{name} outside [{low:g}, {high:g}]"
+    if point.root is not None and not 0 <= point.root <= INT32_MAX:
+        return "root outside int32"
+    return None
 
 
 def _finish(path: Path, test: _Test, file_version: str | None) -> NcclTest:
@@ -221,7 +267,7 @@ def derived_ranks(op: str | None, points: tuple[NcclPoint, ...] | list[NcclPoint
     if math.isinf(high):
         return None
     fitting = range(max(1, math.ceil(low - 1e-9)), math.floor(high + 1e-9) + 1)
-    return fitting[0] if len(fitting) == 1 else None
+    return fitting[0] if len(fitting) == 1 and fitting[0] <= INT32_MAX else None
 
 
 def _derived_ranks(op: str | None, points: list[NcclPoint]) -> tuple[int | None, str | None]:

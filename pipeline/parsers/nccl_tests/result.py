@@ -84,6 +84,14 @@ class NcclTestsResult:
 
     path: str
     tests: tuple[NcclTest, ...]
+    dropped: tuple[tuple[str, int], ...] = ()  # (why, how many) result rows were dropped
+
+    def dropped_lines(self) -> list[str]:
+        """One line saying how many result rows were dropped and why, or none."""
+        if not self.dropped:
+            return []
+        total = sum(n for _, n in self.dropped)
+        return [f"{total} result rows dropped: " + ", ".join(f"{why} ({n})" for why, n in self.dropped)]
 
     @property
     def n_points(self) -> int:

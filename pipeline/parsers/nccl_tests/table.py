@@ -53,7 +53,7 @@ def read_columns(path: Path, number: int, line: str) -> Columns:
     )
     if not known:
         raise InputFileError(
-            path, f"line {number}: a column header tracehouse does not know: {' '.join(names)}"
+            path, f"line {number}: a column header tracehouse does not know: {' '.join(names)[:120]}"
         )
     return Columns(optional=optional, check=tail[-1])
 
@@ -105,14 +105,14 @@ def _integer(path: Path, number: int, column: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise InputFileError(path, f"line {number}: {column} {text!r} is not an integer") from None
+        raise InputFileError(path, f"line {number}: {column} {text[:40]!r} is not an integer") from None
 
 
 def _count(path: Path, number: int, text: str) -> int:
     """#wrong: an integer, printed with %g by 2.17 (`1.23457e+07` once it is large)."""
     value = _number(path, number, "#wrong", text)
     if not value.is_integer() or value < 0:
-        raise InputFileError(path, f"line {number}: #wrong {text!r} is not a count")
+        raise InputFileError(path, f"line {number}: #wrong {text[:40]!r} is not a count")
     return int(value)
 
 
@@ -120,4 +120,4 @@ def _number(path: Path, number: int, column: str, text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise InputFileError(path, f"line {number}: {column} {text!r} is not a number") from None
+        raise InputFileError(path, f"line {number}: {column} {text[:40]!r} is not a number") from None

@@ -18,6 +18,7 @@ DMON_COLUMNS: dict[str, tuple[str, float]] = {
     "GPUTL": ("gpu_util_pct", 1.0),  # field 203, %
     "FBUSD": ("mem_used_mib", 1.0),  # field 252, MiB
 }
+INT64_DIGITS = 19  # longer digit strings are beyond int64 (and Python's int() may refuse them)
 MISSING_TEXT = {"N/A", "N/W"}  # not available / not watched
 UNSTAMPED_REASON = (
     "dcgmi dmon prints no timestamps; record it with tracehouse's sampler "
@@ -46,7 +47,7 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
         if not line or line.startswith("#"):
             continue
         stamp, tab, body = line.partition("\t")
-        if not tab or not stamp.isdigit():
+        if not tab or not (stamp.isascii() and stamp.isdigit()):
             raise PowerLogError(path, f"line {number} lacks the sampler's '<unix_ns>\\t' stamp")
         tokens = body.split()
         if not tokens or tokens[0] in ("ID", "Id"):
@@ -54,7 +55,9 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
         if is_dmon_header(body):
             fields = body.lstrip("#").split()[1:]
             continue
-        if len(tokens) < 2 or not tokens[1].isdigit():
+        if len(stamp) > INT64_DIGITS:
+            raise PowerLogError(path, f"line {number}: stamp {stamp[:20]}... is beyond int64 ns")
+        if len(tokens) < 2 or not (tokens[1].isascii() and tokens[1].isdigit()):
             messages.append(body.strip())  # e.g. "Error setting watches. Result: ..."
             continue
         if fields is None:
@@ -65,14 +68,16 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
             )
         if tokens[0] != "GPU":
             continue  # GPU-I / GPU-CI / Switch entities: power is per GPU
+        if len(tokens[1]) > INT64_DIGITS:
+            raise PowerLogError(path, f"line {number}: GPU {tokens[1][:20]}... is beyond int32")
         append_row(
             path, number, columns, int(stamp), int(tokens[1]), dict(zip(fields, tokens[2:], strict=True))
         )
     if not columns["ts_unix_ns"]:
-        detail = f"dcgmi said: {messages[0]}" if messages else "no GPU rows"
+        detail = f"dcgmi said: {messages[0][:200]}" if messages else "no GPU rows"
         raise PowerLogError(path, f"dcgmi dmon log has no samples ({detail})")
     return samples_frame(
-        columns, host=facts.get("host") or host, source="dcgmi", clock=facts.get("clock", DCGMI_CLOCK)
+        path, columns, host=facts.get("host") or host, source="dcgmi", clock=facts.get("clock", DCGMI_CLOCK)
     )
 
 

@@ -20,7 +20,6 @@ from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.parsers.power.common import samples_frame
 
 LOCAL_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
-UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]$")  # "power.draw [W]" -> "power.draw"
 # query-gpu field -> POWER_SAMPLES column (units as nvidia-smi reports them: W, C, %, MiB).
 VALUE_FIELDS = {
     "power.draw": "power_w",
@@ -28,17 +27,31 @@ VALUE_FIELDS = {
     "utilization.gpu": "gpu_util_pct",
     "memory.used": "mem_used_mib",
 }
+UTC_OFFSET = re.compile(r"[+-]?[0-9]{1,6}")
+DAY_S = 86_400
 BUNDLE_SECTION = re.compile(r"^# \w+ :: query-gpu \(csv")
 
 
 def header_names(row: list[str]) -> list[str]:
     """Column names with their bracketed units removed."""
-    return [UNIT_SUFFIX.sub("", cell.strip()) for cell in row]
+    return [without_unit(cell.strip()) for cell in row]
+
+
+def without_unit(name: str) -> str:
+    """ "power.draw [W]" -> "power.draw" (by hand: a regex would be quadratic on a long cell)."""
+    start = name.rfind("[")
+    if name.endswith("]") and start >= 0 and "]" not in name[start:-1]:
+        return name[:start].rstrip()
+    return name
 
 
 def is_query_gpu_header(line: str) -> bool:
     """True for a `--query-gpu` CSV header line that has what a power sample needs."""
-    names = header_names(line.split(","))
+    return has_sample_columns(header_names(line.split(",")))
+
+
+def has_sample_columns(names: list[str]) -> bool:
+    """Whether column names hold what a power sample needs: timestamp, a device and power.draw."""
     return "power.draw" in names and ("index" in names or "gpu" in names) and "timestamp" in names
 
 
@@ -50,7 +63,7 @@ def parse_cell(path: Path, number: int, cell: str) -> float | None:
     try:
         return float(text.split()[0])
     except ValueError:
-        raise PowerLogError(path, f"line {number}: {cell.strip()!r} is not a number") from None
+        raise PowerLogError(path, f"line {number}: {cell.strip()[:40]!r} is not a number") from None
 
 
 class TimestampReader:
@@ -62,8 +75,16 @@ class TimestampReader:
         self.clocks: set[str] = set()
 
     def __call__(self, number: int, text: str) -> int:
-        """Epoch nanoseconds of one timestamp cell."""
-        text = text.strip()
+        """Epoch nanoseconds of one timestamp cell; PowerLogError for a date the clock cannot place."""
+        try:
+            return self.read(number, text.strip())
+        except (OverflowError, OSError, ValueError):  # year 1 in the local zone, and the like
+            raise PowerLogError(
+                self.path, f"line {number}: timestamp {text.strip()[:40]!r} is out of range"
+            ) from None
+
+    def read(self, number: int, text: str) -> int:
+        """Epoch nanoseconds of one stripped timestamp cell."""
         try:
             local = datetime.strptime(text, LOCAL_FORMAT)
         except ValueError:
@@ -83,7 +104,7 @@ class TimestampReader:
             moment = datetime.fromisoformat(text)
         except ValueError:
             raise PowerLogError(
-                self.path, f"line {number}: timestamp {text!r} is not a known format"
+                self.path, f"line {number}: timestamp {text[:40]!r} is not a known format"
             ) from None
         if moment.tzinfo is None:
             self.clocks.add("iso8601-localtime-assumed")
@@ -120,6 +141,8 @@ def parse_nvidia_smi_log(
 ) -> pl.DataFrame:
     """POWER_SAMPLES rows from nvidia-smi query-gpu CSV text (tracehouse header facts if any)."""
     offset = facts.get("utc_offset_s")
+    if offset is not None and not (UTC_OFFSET.fullmatch(offset) and abs(int(offset)) <= DAY_S):
+        raise PowerLogError(path, f"utc_offset_s {offset[:40]!r} is not a number of seconds within a day")
     reader = TimestampReader(path, int(offset) if offset is not None else None)
     columns: dict[str, list] = {
         "ts_unix_ns": [],
@@ -133,7 +156,7 @@ def parse_nvidia_smi_log(
     if not columns["ts_unix_ns"]:
         raise PowerLogError(path, "nvidia-smi log has a header but no sample rows")
     clock = ",".join(sorted(reader.clocks))
-    return samples_frame(columns, host=host, source="nvidia-smi", clock=clock)
+    return samples_frame(path, columns, host=host, source="nvidia-smi", clock=clock)
 
 
 def read_section(
@@ -149,13 +172,12 @@ def read_section(
         raise PowerLogError(
             path, f"line {first}: expected a query-gpu header with timestamp, index, power.draw"
         )
-    names = header_names(next(csv.reader([rows[0][1]])))
-    device_name = "gpu" if "gpu" in names else "index"  # wrapper scripts number GPUs in a `gpu` column
+    names, device_name = read_header(path, *rows[0])
     for number, line in rows[1:]:
         if is_query_gpu_header(line):
-            names = header_names(next(csv.reader([line])))  # a restarted nvidia-smi repeats its header
+            names, device_name = read_header(path, number, line)  # a restarted nvidia-smi repeats its header
             continue
-        values = next(csv.reader([line], skipinitialspace=True))
+        values = csv_fields(path, number, line, skipinitialspace=True)
         if len(values) != len(names):
             raise PowerLogError(
                 path, f"line {number}: {len(values)} fields for {len(names)} columns (truncated?)"
@@ -164,11 +186,33 @@ def read_section(
         device = parse_cell(path, number, cells[device_name])
         if device is None:
             raise PowerLogError(path, f"line {number}: no GPU index")
+        if not (device.is_integer() and device >= 0):  # also NaN and inf
+            raise PowerLogError(
+                path, f"line {number}: GPU index {cells[device_name].strip()[:40]!r} is not one"
+            )
         columns["ts_unix_ns"].append(reader(number, cells["timestamp"]))
         columns["device"].append(int(device))
         columns["host"].append(host_cell(cells.get("hostname")) or file_host)
         for field, column in VALUE_FIELDS.items():
             columns[column].append(parse_cell(path, number, cells[field]) if field in cells else None)
+
+
+def read_header(path: Path, number: int, line: str) -> tuple[list[str], str]:
+    """A header line's column names and the one naming the device (wrapper scripts number GPUs in `gpu`)."""
+    names = header_names(csv_fields(path, number, line))
+    if not has_sample_columns(names):  # a quoted cell may hide a name from the quick check
+        raise PowerLogError(
+            path, f"line {number}: expected a query-gpu header with timestamp, index, power.draw"
+        )
+    return names, "gpu" if "gpu" in names else "index"
+
+
+def csv_fields(path: Path, number: int, line: str, *, skipinitialspace: bool = False) -> list[str]:
+    """The cells of one CSV line, or PowerLogError naming the line (a cell over the csv module's limit)."""
+    try:
+        return next(csv.reader([line], skipinitialspace=skipinitialspace), [])
+    except csv.Error as exc:
+        raise PowerLogError(path, f"line {number}: not a CSV row ({exc})") from None
 
 
 def host_cell(cell: str | None) -> str | None:

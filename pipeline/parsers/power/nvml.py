@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.common.limits import INT64_MAX, INT64_MIN
 from tracehouse.pipeline.common.power_log import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER
 from tracehouse.pipeline.parsers.power.common import divided, finish_frame
 
+INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
 # NVML_COLUMNS (the format, shared with the sampler) with the type each is read as.
 NVML_SCHEMA: dict[str, pl.DataType] = {
     name: pl.Int32 if name == "device" else pl.Int64 for name in NVML_COLUMNS
@@ -28,8 +31,8 @@ def parse_nvml_log(path: Path, text: str, facts: dict[str, str], *, host: str | 
             )
     try:
         raw = pl.read_csv("\n".join(lines).encode(), schema=NVML_SCHEMA)
-    except (pl.exceptions.PolarsError, ValueError) as exc:
-        raise PowerLogError(path, f"NVML log has a malformed row: {exc}") from exc
+    except (pl.exceptions.PolarsError, ValueError):
+        raise PowerLogError(path, f"NVML log has a malformed row: {first_bad_cell(lines)}") from None
     if raw.select(pl.any_horizontal(pl.col("ts_unix_ns", "device").is_null()).any()).item():
         raise PowerLogError(path, "NVML log row without ts_unix_ns or device")
     frame = raw.select(
@@ -44,3 +47,13 @@ def parse_nvml_log(path: Path, text: str, facts: dict[str, str], *, host: str | 
         divided(raw["mem_used_bytes"], float(1 << 20)).alias("mem_used_mib"),
     )
     return finish_frame(frame, host=host, source="nvml", clock=facts.get("clock", NVML_CLOCK))
+
+
+def first_bad_cell(lines: list[str]) -> str:
+    """Where an NVML log (header first) has a cell that is no int64 (the CSV reader's words are long)."""
+    for number, line in enumerate(lines[1:], start=2):
+        for name, cell in zip(NVML_COLUMNS, line.split(","), strict=False):
+            text = cell.strip()
+            if text and not (INTEGER.fullmatch(text) and INT64_MIN <= int(text) <= INT64_MAX):
+                return f"row {number}: {name} {text[:40]!r} is not an int64"
+    return "a cell is not an integer"

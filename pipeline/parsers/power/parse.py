@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.common.power_log import LOG_MAGIC, parse_log_header
+from tracehouse.pipeline.parsers.power.common import checked_samples
 from tracehouse.pipeline.parsers.power.dcgmi import UNSTAMPED_REASON, is_dmon_header, parse_dcgmi_log
 from tracehouse.pipeline.parsers.power.nvidia_smi import (
     BUNDLE_SECTION,
@@ -21,12 +23,32 @@ from tracehouse.pipeline.parsers.power.prometheus import looks_like_prometheus, 
 EXPECTED = "expected a tracehouse sampler log, nvidia-smi --query-gpu CSV or dcgm-exporter Prometheus text"
 
 
+@dataclass(frozen=True)
+class PowerLog:
+    """One power log's samples and why some were dropped (one line each, for the file's warnings)."""
+
+    frame: pl.DataFrame
+    dropped: tuple[str, ...]
+
+
 def parse_power_log(path: Path, *, host: str | None = None) -> pl.DataFrame:
     """Parse one power log into a frame with exactly the POWER_SAMPLES columns.
 
-    `host` names the machine for rows whose file does not name one.
+    `host` names the machine for rows whose file does not name one. Samples outside their
+    range (`common.limits.POWER_RANGES`) and exact repeats are dropped: `read_power_log` says how many.
     """
+    return read_power_log(path, host=host).frame
+
+
+def read_power_log(path: Path, *, host: str | None = None) -> PowerLog:
+    """Parse one power log; its samples in range and one line per kind of sample dropped."""
     path = Path(path)
+    frame, dropped = checked_samples(path, _parse_any(path, host))
+    return PowerLog(frame=frame, dropped=dropped)
+
+
+def _parse_any(path: Path, host: str | None) -> pl.DataFrame:
+    """Every sample of the log, in whichever format its content says."""
     text = read_text(path)
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
@@ -53,7 +75,7 @@ def parse_sampler_log(path: Path, text: str, facts: dict[str, str], *, host: str
         return parse_dcgmi_log(path, text, facts, host=host)
     if source == "nvidia-smi":
         return parse_nvidia_smi_log(path, text, facts, host=host, stamped=True)
-    raise PowerLogError(path, f"tracehouse power log names an unknown source {source!r}")
+    raise PowerLogError(path, f"tracehouse power log names an unknown source {str(source)[:40]!r}")
 
 
 def unreadable_reason(lines: list[str]) -> str:

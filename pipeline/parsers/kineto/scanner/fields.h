@@ -109,7 +109,7 @@ static const char *read_time(Ctx *c, const char *p, int which, Event *ev) {
         const char *q = p + n, *e = f ? q + 1 + f : q;
         if ((*e | 0x20) == 'e') goto general;
         uint64_t whole = short_digits(p, n);
-        if (whole >= TWO_53) goto general; /* not convertible */
+        if (whole >= TWO_53 - (f != 0)) goto general; /* not convertible (to_ns decides) */
         /* to_ns's cases that need no float check */
         if (f && !(f <= 3 && whole < TWO_43) && !(which == I_TS && whole >= TWO_43)) goto general;
         int64_t milli;

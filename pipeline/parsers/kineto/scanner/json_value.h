@@ -105,7 +105,8 @@ static int num_int64(const Num *n, int64_t *out) {
 static int to_ns(const Num *n, int is_ts, int64_t *out) {
     if (n->has_exp || n->int_n > 16) return 0;
     uint64_t whole = digits_value(n->int_s, n->int_n);
-    if (whole >= TWO_53) return 0;
+    /* 2^53 - 1 with a fraction may round to 2^53 as a double (out of range on the msgspec path) */
+    if (whole >= TWO_53 - (n->frac_s != NULL)) return 0;
     int64_t milli = 0, up = 0;
     for (size_t i = 0; i < 3; i++) milli = milli * 10 + (i < n->frac_n ? n->frac_s[i] - '0' : 0);
     if (n->frac_n > 3) up = n->frac_s[3] >= '5';
