@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from support.testdata import SHARED_DATA, sample_runs
+
+# Performance is measured by benchmarks, never by a test's clock: Hypothesis's per-example deadline
+# failed a first example that paid for pyarrow's import on a loaded machine.
+settings.register_profile("tracehouse", deadline=None)
+settings.load_profile("tracehouse")
 
 
 @pytest.fixture
