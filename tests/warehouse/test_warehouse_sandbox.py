@@ -8,6 +8,7 @@ still answer, through the same sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -130,3 +131,18 @@ def test_reading_other_files_is_an_explicit_choice(sample_warehouse, tmp_path, c
     )
     assert '"s": 3' in capsys.readouterr().out
     os.remove(data / "t.csv")
+
+
+def test_the_sandbox_holds_without_the_statement_filter(hostile_setup):
+    """The controls are DuckDB's own: on a sealed connection, with no filter in front, nothing is written."""
+    from tracehouse.pipeline.reading import open_sealed
+
+    wh, out, part = hostile_setup
+    home = Path.home() / ".duckdb"
+    before = listing(wh, out, *([home] if home.exists() else []))
+    with open_sealed(wh) as connection:
+        for statement in HOSTILE:  # refused by DuckDB or harmless: what matters is the disk after
+            with contextlib.suppress(Exception):
+                connection.execute(statement.format(wh=wh, out=out, part=part))
+    assert listing(wh, out, *([home] if home.exists() else [])) == before
+    assert not any(out.iterdir())
