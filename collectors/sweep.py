@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tracehouse.collectors.spec import ProfilingConfig, RunSpec
-from tracehouse.pipeline.common.errors import InputFileError
+from tracehouse.pipeline.common.errors import InputFileError, TracehouseError
 from tracehouse.pipeline.common.manifest import RunManifest
 
 if sys.version_info >= (3, 11):
@@ -68,6 +68,30 @@ def _group_specs(path: Path, base: dict[str, Any], group: dict[str, Any], where:
     return specs
 
 
+def nodes_for(world_size: int, per_node: int | None) -> int:
+    """The whole nodes of per_node devices that world_size ranks fill (one when it fits on one)."""
+    if not per_node or world_size <= per_node:
+        return 1
+    if world_size % per_node:
+        raise ValueError(
+            f"world_size {world_size} does not fill whole nodes of devices_per_node {per_node}; "
+            f"use a multiple of {per_node} (or at most {per_node})"
+        )
+    return world_size // per_node
+
+
+def check_local_devices(specs: list[RunSpec], gpus: int) -> None:
+    """A local sweep runs one rank per GPU when this machine has GPUs: each point must fit them."""
+    if gpus == 0:
+        return  # CPU ranks (gloo): as many as the sweep asks
+    for spec in specs:
+        if spec.world_size > gpus:
+            raise TracehouseError(
+                f"{spec.run_id}: world_size {spec.world_size} needs {spec.world_size} GPUs on this machine, "
+                f"found {gpus}; use a smaller world size or --emit slurm"
+            )
+
+
 def _one_spec(path: Path, settings: dict[str, Any], strategy: Any, world_size: Any, where: str) -> RunSpec:
     per_node = settings.get("devices_per_node")
     fields = {
@@ -87,7 +111,7 @@ def _one_spec(path: Path, settings: dict[str, Any], strategy: Any, world_size: A
         if k in settings
     }
     try:
-        nodes = max(1, world_size // per_node) if per_node else 1
+        nodes = nodes_for(world_size, per_node)
         return RunSpec(
             strategy=strategy, world_size=world_size, nodes=nodes, profile=settings["profile"], **fields
         )
@@ -129,12 +153,14 @@ def run_sweep(
     specs: list[RunSpec], out_dir: Path, *, timeout_s: float, echo: Callable[[str], None] = print
 ) -> list[RunManifest]:
     """Run each scale point in turn; a failed point is recorded and the sweep goes on."""
+    import torch  # only a local run looks at the machine
     from tracehouse.collectors.launch import run_point  # imports power samplers; only when running
 
     manifests = []
     for spec in specs:
         if spec.nodes > 1:
             raise SweepFileError(out_dir, f"{spec.run_id} spans {spec.nodes} nodes; use --emit slurm")
+    check_local_devices(specs, torch.cuda.device_count())
     for index, spec in enumerate(specs, 1):
         echo(f"[{index}/{len(specs)}] {spec.study}/{spec.run_id}: torchrun, {spec.world_size} rank(s)")
         manifest = run_point(spec, out_dir, timeout_s=timeout_s)

@@ -109,3 +109,31 @@ def test_multi_node_points_are_not_run_locally(tmp_path: Path) -> None:
     )
     assert specs[0].nodes == 2
     assert emit_slurm(specs, tmp_path / "o")[0].is_file()
+
+
+def test_a_world_size_that_does_not_fill_whole_nodes_is_rejected(tmp_path: Path) -> None:
+    head = HEAD.replace("global_batch = 8", "global_batch = 48")
+    path = write(tmp_path, head + 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [4, 8, 12]\n')
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == (
+        f"{path}: the top level, fsdp at world_size 12: world_size 12 does not fill whole nodes of "
+        "devices_per_node 8; use a multiple of 8 (or at most 8)"
+    )
+    fits = load_sweep(
+        write(tmp_path, head + 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [4, 16]\n')
+    )
+    assert [(s.world_size, s.nodes) for s in fits] == [(4, 1), (16, 2)]
+
+
+def test_a_local_sweep_checks_the_gpus_of_this_machine(tmp_path: Path) -> None:
+    from tracehouse.collectors.sweep import check_local_devices
+    from tracehouse.pipeline.common.errors import TracehouseError
+
+    specs = load_sweep(write(tmp_path, HEAD + 'strategies = ["ddp"]\nworld_sizes = [2, 4]\n'))
+    check_local_devices(specs, 0)  # CPU: gloo ranks, as many as asked
+    check_local_devices(specs, 8)
+    with pytest.raises(
+        TracehouseError, match="^ddp-ws4: world_size 4 needs 4 GPUs on this machine, found 2;"
+    ):
+        check_local_devices(specs, 2)
