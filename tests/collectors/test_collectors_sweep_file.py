@@ -133,7 +133,6 @@ def test_a_local_sweep_checks_the_gpus_of_this_machine(tmp_path: Path) -> None:
     specs = load_sweep(write(tmp_path, HEAD + 'strategies = ["ddp"]\nworld_sizes = [2, 4]\n'))
     check_local_devices(specs, 0)  # CPU: gloo ranks, as many as asked
     check_local_devices(specs, 8)
-    with pytest.raises(
-        TracehouseError, match="^ddp-ws4: world_size 4 needs 4 GPUs on this machine, found 2;"
-    ):
+    with pytest.raises(TracehouseError) as info:
         check_local_devices(specs, 2)
+    assert str(info.value).startswith("ddp-ws4: world_size 4 needs 4 GPUs on this machine, found 2;")
