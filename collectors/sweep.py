@@ -9,6 +9,7 @@ strategies = ["ddp", "fsdp"]  # with world_sizes: one group of points (or use [[
 world_sizes = [1, 2, 4]
 # optional: tp, pp, microbatches, seed, lr, devices_per_node (cluster: nodes = ws / it)
 [profile]                   # optional: wait, warmup, active, record_shapes
+[slurm]                     # optional (--emit slurm): cpus_per_task (default 8 per rank), exclusive (true)
 [[points]]                  # optional, repeatable: strategies + world_sizes + any override above
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracehouse.collectors.slurm import SlurmConfig
 from tracehouse.collectors.spec import ProfilingConfig, RunSpec
 from tracehouse.pipeline.common.errors import InputFileError, TracehouseError
 from tracehouse.pipeline.common.manifest import RunManifest
@@ -31,7 +33,7 @@ else:  # pragma: no cover
 REQUIRED = ("study", "model", "steps", "global_batch", "seq_len")
 INT_KEYS = ("steps", "global_batch", "seq_len", "tp", "pp", "microbatches", "seed", "devices_per_node")
 POINT_KEYS = {*INT_KEYS, "model", "lr", "strategies", "world_sizes"}
-TOP_KEYS = {*POINT_KEYS, "study", "profile", "points"}
+TOP_KEYS = {*POINT_KEYS, "study", "profile", "points", "slurm"}
 
 
 class SweepFileError(InputFileError):
@@ -119,14 +121,35 @@ def _one_spec(path: Path, settings: dict[str, Any], strategy: Any, world_size: A
         raise SweepFileError(path, f"{where}, {strategy} at world_size {world_size}: {exc}") from exc
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SweepFileError(path, f"cannot read sweep file: {exc}") from exc
+
+
+def _slurm(path: Path, data: dict[str, Any]) -> SlurmConfig:
+    table = data.get("slurm", {})
+    if not isinstance(table, dict):
+        raise SweepFileError(path, "[slurm] must be a table")
+    try:
+        return SlurmConfig(**table)
+    except (TypeError, ValueError) as exc:
+        raise SweepFileError(path, f"[slurm]: {exc}") from exc
+
+
+def load_slurm_config(path: Path) -> SlurmConfig:
+    """The sweep file's `[slurm]` table (cpus_per_task, exclusive), defaults where absent."""
+    path = Path(path)
+    return _slurm(path, _read(path))
+
+
 def load_sweep(path: Path) -> list[RunSpec]:
     """Every scale point of a sweep file, validated; SweepFileError (one line) on any problem."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SweepFileError(path, f"cannot read sweep file: {exc}") from exc
+    data = _read(path)
     _check_keys(path, data, TOP_KEYS, "the top level")
+    _slurm(path, data)
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise SweepFileError(path, f"missing required field {missing[0]!r}")
@@ -134,7 +157,7 @@ def load_sweep(path: Path) -> list[RunSpec]:
         profile = ProfilingConfig(**data.get("profile", {}))
     except (TypeError, ValueError) as exc:
         raise SweepFileError(path, f"[profile]: {exc}") from exc
-    base = {k: v for k, v in data.items() if k not in ("points",)} | {"profile": profile}
+    base = {k: v for k, v in data.items() if k not in ("points", "slurm")} | {"profile": profile}
     groups = data.get("points") or [{}]
     specs = []
     for index, group in enumerate(groups):

@@ -136,3 +136,29 @@ def test_a_local_sweep_checks_the_gpus_of_this_machine(tmp_path: Path) -> None:
     with pytest.raises(TracehouseError) as info:
         check_local_devices(specs, 2)
     assert str(info.value).startswith("ddp-ws4: world_size 4 needs 4 GPUs on this machine, found 2;")
+
+
+def test_sbatch_scripts_state_cpus_per_task_and_exclusive(tmp_path: Path) -> None:
+    head = HEAD.replace("global_batch = 8", "global_batch = 64")
+    points = 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [4, 16]\n'
+    out = tmp_path / "o"
+    assert main(["collect", str(write(tmp_path, head + points)), "--out", str(out), "--emit", "slurm"]) == 0
+    two_nodes = (out / "fsdp-ws16-n2" / "job.sbatch").read_text().splitlines()
+    # defaults: the node's one task gets 8 CPUs per rank (not SLURM's 1), and the whole node
+    assert "#SBATCH --cpus-per-task=64" in two_nodes and "#SBATCH --exclusive" in two_nodes
+    assert next(line for line in two_nodes if line.startswith("srun ")).startswith("srun --cpus-per-task=64 ")
+    assert "#SBATCH --cpus-per-task=32" in (out / "fsdp-ws4" / "job.sbatch").read_text().splitlines()
+
+    stated = head + points + "[slurm]\ncpus_per_task = 96\nexclusive = false\n"
+    assert main(["collect", str(write(tmp_path, stated)), "--out", str(out), "--emit", "slurm"]) == 0
+    lines = (out / "fsdp-ws16-n2" / "job.sbatch").read_text().splitlines()
+    assert "#SBATCH --cpus-per-task=96" in lines and "#SBATCH --exclusive" not in lines
+
+
+def test_a_bad_slurm_table_is_one_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, HEAD + '[slurm]\ncpus_per_task = 0\n[[points]]\nstrategies = ["ddp"]\nworld_sizes = [2]\n'
+    )
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == f"{path}: [slurm]: cpus_per_task must be a positive integer, got 0"
