@@ -115,15 +115,18 @@ def pipeline_replica(
     stage = PipelineStage(module, stage_index, pp, device, group=mesh.get_group())
     schedule = ScheduleGPipe(stage, n_microbatches=spec.microbatches, loss_fn=cross_entropy)
 
+    first, last = stage_index == 0, stage_index == pp - 1
+
     def forward_backward(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+        # Each stage calls step with its own arguments: the first feeds tokens, the last (the
+        # same stage when pp = 1) holds targets and gets the microbatches' losses; a middle
+        # stage passes nothing and has no loss.
+        losses: list[torch.Tensor] = []
         with autocast:
-            if stage_index == 0:
-                schedule.step(inputs)
-                return None
-            losses: list[torch.Tensor] = []
-            # Each stage calls step with its own arguments; only the last holds targets.
-            schedule.step(target=targets, losses=losses)
-            return torch.stack([loss.detach() for loss in losses]).mean()
+            schedule.step(
+                *([inputs] if first else []), **({"target": targets, "losses": losses} if last else {})
+            )
+        return torch.stack([loss.detach() for loss in losses]).mean() if last else None
 
     return Replica(parameters=module.parameters, forward_backward=forward_backward, dp_rank=0)
 
