@@ -15,6 +15,7 @@ world_sizes = [1, 2, 4]
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -132,6 +133,7 @@ def _slurm(path: Path, data: dict[str, Any]) -> SlurmConfig:
     table = data.get("slurm", {})
     if not isinstance(table, dict):
         raise SweepFileError(path, "[slurm] must be a table")
+    _check_keys(path, table, {f.name for f in dataclasses.fields(SlurmConfig)}, "[slurm]")
     try:
         return SlurmConfig(**table)
     except (TypeError, ValueError) as exc:

@@ -156,9 +156,12 @@ def test_sbatch_scripts_state_cpus_per_task_and_exclusive(tmp_path: Path) -> Non
 
 
 def test_a_bad_slurm_table_is_one_line(tmp_path: Path) -> None:
-    path = write(
-        tmp_path, HEAD + '[slurm]\ncpus_per_task = 0\n[[points]]\nstrategies = ["ddp"]\nworld_sizes = [2]\n'
-    )
+    points = '[[points]]\nstrategies = ["ddp"]\nworld_sizes = [2]\n'
+    path = write(tmp_path, HEAD + "[slurm]\ncpus_per_task = 0\n" + points)
     with pytest.raises(SweepFileError) as info:
         load_sweep(path)
     assert str(info.value) == f"{path}: [slurm]: cpus_per_task must be a positive integer, got 0"
+    path = write(tmp_path, HEAD + "[slurm]\ncpus = 8\n" + points)
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == f"{path}: unknown key 'cpus' in [slurm]; allowed: cpus_per_task, exclusive"
