@@ -12,6 +12,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,6 +30,9 @@ from tracehouse.collectors.spec import (
     trace_name,
 )
 from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
+
+# Seconds torchrun has to stop its ranks after SIGTERM before the whole group is killed.
+STOP_GRACE_S = 10.0
 
 
 def now_iso() -> str:
@@ -64,6 +70,55 @@ def clear_outputs(run_dir: Path, world_size: int) -> None:
         (run_dir / name).unlink(missing_ok=True)
 
 
+@contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While the block runs, SIGTERM (a `kill`, SLURM's scancel) raises KeyboardInterrupt as Ctrl-C
+    does, so every `finally` runs: torchrun's process group is stopped, the power sampler too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def process_groups_below(pid: int) -> set[int]:
+    """The process groups of pid and every process under it, from /proc (empty where there is none).
+    torchrun starts each rank in a group of its own."""
+    parents: dict[int, tuple[int, int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[int(stat.parent.name)] = (int(fields[1]), int(fields[2]))
+    below, frontier = {pid}, {pid}
+    while frontier:
+        frontier = {p for p, (parent, _) in parents.items() if parent in frontier} - below
+        below |= frontier
+    return {parents[p][1] for p in below if p in parents}
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop torchrun and every rank: SIGTERM to torchrun's group (torchrun passes it to the ranks),
+    STOP_GRACE_S to exit, then SIGKILL to every process group torchrun and its ranks were in."""
+    groups = process_groups_below(proc.pid) | {proc.pid}
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_GRACE_S)
+    for group in groups:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    proc.wait()
+
+
 def run_torchrun(command: list[str], log_path: Path, timeout_s: float) -> str | None:
     """Run torchrun with its output in log_path; None on success, else a one-line failure."""
     with log_path.open("ab") as log:
@@ -77,6 +132,9 @@ def run_torchrun(command: list[str], log_path: Path, timeout_s: float) -> str | 
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return f"torchrun timed out after {timeout_s:g} s; see {log_path}"
+        finally:
+            if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): leave no rank behind
+                stop_group(proc)
     if returncode != 0:
         return f"torchrun exited with status {returncode}; see {log_path}"
     return None
@@ -103,7 +161,7 @@ def run_point(
     command = torchrun_command(spec, run_dir, rendezvous)
     log_path = run_dir / (LOG_NAME if node == 0 else f"train.node{node}.log")
     started_at = now_iso()
-    with capture_power(run_dir) as power:
+    with interrupt_on_sigterm(), capture_power(run_dir) as power:
         failure = run_torchrun(command, log_path, timeout_s)
     manifest = build_manifest(
         spec,

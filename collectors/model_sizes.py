@@ -45,7 +45,7 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
 
-# The real Llama-2 shapes (Meta's params.json); tiny is ours, small enough for CPU traces.
+# The real Llama-2 shapes (Meta's params.json); tiny and small are ours, sized for CPU traces.
 MODELS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(
         name="tiny",
@@ -54,6 +54,17 @@ MODELS: dict[str, ModelConfig] = {
         n_heads=4,
         n_kv_heads=2,
         ffn_hidden=352,
+        vocab_size=1024,
+        max_seq_len=256,
+    ),
+    # Four layers, so pipelines of 3 and 4 stages can be collected on a CPU (tiny has 2).
+    "small": ModelConfig(
+        name="small",
+        n_layers=4,
+        d_model=256,
+        n_heads=8,
+        n_kv_heads=4,
+        ffn_hidden=704,
         vocab_size=1024,
         max_seq_len=256,
     ),

@@ -21,6 +21,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from torch.nn.parallel import DistributedDataParallel
 from tracehouse.collectors.llama import Llama, cross_entropy
 from tracehouse.collectors.spec import RunSpec
+from tracehouse.pipeline.common.hardware import training_dtype
 
 # Megatron-style splits inside one block: column-parallel in, row-parallel out.
 BLOCK_TP_PLAN = {
@@ -114,22 +115,38 @@ def pipeline_replica(
     stage = PipelineStage(module, stage_index, pp, device, group=mesh.get_group())
     schedule = ScheduleGPipe(stage, n_microbatches=spec.microbatches, loss_fn=cross_entropy)
 
+    first, last = stage_index == 0, stage_index == pp - 1
+
     def forward_backward(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+        # Each stage calls step with its own arguments: the first feeds tokens, the last (the
+        # same stage when pp = 1) holds targets and gets the microbatches' losses; a middle
+        # stage passes nothing and has no loss.
+        losses: list[torch.Tensor] = []
         with autocast:
-            if stage_index == 0:
-                schedule.step(inputs)
-                return None
-            losses: list[torch.Tensor] = []
-            # Each stage calls step with its own arguments; only the last holds targets.
-            schedule.step(target=targets, losses=losses)
-            return torch.stack([loss.detach() for loss in losses]).mean()
+            schedule.step(
+                *([inputs] if first else []), **({"target": targets, "losses": losses} if last else {})
+            )
+        return torch.stack([loss.detach() for loss in losses]).mean() if last else None
 
     return Replica(parameters=module.parameters, forward_backward=forward_backward, dp_rank=0)
 
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def device_autocast(device: torch.device) -> torch.autocast:
+    """Autocast to the device's training dtype (`hardware.training_dtype`, the manifest's dtype too);
+    off on CPU (fp32)."""
+    if device.type != "cuda":
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=False)
+    device_type = "rocm" if torch.version.hip else "cuda"
+    dtype = training_dtype(device_type, torch.cuda.get_device_capability(device))
+    return torch.autocast("cuda", dtype=AUTOCAST_DTYPES[dtype])
+
+
 def build_replica(model: Llama, spec: RunSpec, mesh: DeviceMesh, device: torch.device) -> Replica:
     """Parallelise the full model (already on device) for spec.strategy on mesh."""
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    autocast = device_autocast(device)
     if spec.strategy == "pp":
         return pipeline_replica(model, spec, mesh, device, autocast)
     module: nn.Module = model

@@ -10,7 +10,7 @@ from typing import Any
 
 from tracehouse.collectors.model_sizes import flops_per_token, fsdp_unit_params, get_model_config, param_count
 from tracehouse.collectors.spec import FACTS_NAME, RunSpec, trace_name
-from tracehouse.pipeline.common.hardware import peak_flops
+from tracehouse.pipeline.common.hardware import peak_flops, training_dtype
 from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
 
 
@@ -30,10 +30,11 @@ def device_facts() -> dict[str, Any]:
     import torch  # only the launcher and the ranks call this; keep the module importable without torch
 
     cuda = torch.cuda.is_available()
+    device_type = ("rocm" if torch.version.hip else "cuda") if cuda else "cpu"
     facts: dict[str, Any] = {
-        "device_type": ("rocm" if torch.version.hip else "cuda") if cuda else "cpu",
+        "device_type": device_type,
         "device_name": torch.cuda.get_device_name(0) if cuda else cpu_name(),
-        "dtype": "bf16" if cuda else "fp32",
+        "dtype": training_dtype(device_type, torch.cuda.get_device_capability(0) if cuda else None),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda if cuda else None,
         "nccl_version": None,

@@ -96,7 +96,7 @@ class RunSpec:
         dp, tp, pp = degrees(self.strategy, self.world_size, self.tp, self.pp)
         object.__setattr__(self, "tp", tp)
         object.__setattr__(self, "pp", pp)
-        if pp > 1 and self.microbatches is None:
+        if self.strategy == "pp" and self.microbatches is None:  # pp = 1 too: one stage, GPipe
             object.__setattr__(self, "microbatches", 2 * pp)
         self._check_sizes(dp)
 
@@ -104,7 +104,7 @@ class RunSpec:
         cfg = get_model_config(self.model)
         if self.global_batch % dp:
             raise ValueError(f"global_batch {self.global_batch} is not divisible by dp {dp}")
-        if self.pp > 1 and (self.global_batch // dp) % self.microbatches:
+        if self.strategy == "pp" and (self.global_batch // dp) % self.microbatches:
             raise ValueError(
                 f"per-replica batch {self.global_batch // dp} is not divisible by "
                 f"{self.microbatches} microbatches"

@@ -9,18 +9,21 @@ strategies = ["ddp", "fsdp"]  # with world_sizes: one group of points (or use [[
 world_sizes = [1, 2, 4]
 # optional: tp, pp, microbatches, seed, lr, devices_per_node (cluster: nodes = ws / it)
 [profile]                   # optional: wait, warmup, active, record_shapes
+[slurm]                     # optional (--emit slurm): cpus_per_task (default 8 per rank), exclusive (true)
 [[points]]                  # optional, repeatable: strategies + world_sizes + any override above
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracehouse.collectors.slurm import SlurmConfig
 from tracehouse.collectors.spec import ProfilingConfig, RunSpec
-from tracehouse.pipeline.common.errors import InputFileError
+from tracehouse.pipeline.common.errors import InputFileError, TracehouseError
 from tracehouse.pipeline.common.manifest import RunManifest
 
 if sys.version_info >= (3, 11):
@@ -31,7 +34,7 @@ else:  # pragma: no cover
 REQUIRED = ("study", "model", "steps", "global_batch", "seq_len")
 INT_KEYS = ("steps", "global_batch", "seq_len", "tp", "pp", "microbatches", "seed", "devices_per_node")
 POINT_KEYS = {*INT_KEYS, "model", "lr", "strategies", "world_sizes"}
-TOP_KEYS = {*POINT_KEYS, "study", "profile", "points"}
+TOP_KEYS = {*POINT_KEYS, "study", "profile", "points", "slurm"}
 
 
 class SweepFileError(InputFileError):
@@ -68,6 +71,30 @@ def _group_specs(path: Path, base: dict[str, Any], group: dict[str, Any], where:
     return specs
 
 
+def nodes_for(world_size: int, per_node: int | None) -> int:
+    """The whole nodes of per_node devices that world_size ranks fill (one when it fits on one)."""
+    if not per_node or world_size <= per_node:
+        return 1
+    if world_size % per_node:
+        raise ValueError(
+            f"world_size {world_size} does not fill whole nodes of devices_per_node {per_node}; "
+            f"use a multiple of {per_node} (or at most {per_node})"
+        )
+    return world_size // per_node
+
+
+def check_local_devices(specs: list[RunSpec], gpus: int) -> None:
+    """A local sweep runs one rank per GPU when this machine has GPUs: each point must fit them."""
+    if gpus == 0:
+        return  # CPU ranks (gloo): as many as the sweep asks
+    for spec in specs:
+        if spec.world_size > gpus:
+            raise TracehouseError(
+                f"{spec.run_id}: world_size {spec.world_size} needs {spec.world_size} GPUs on this machine, "
+                f"found {gpus}; use a smaller world size or --emit slurm"
+            )
+
+
 def _one_spec(path: Path, settings: dict[str, Any], strategy: Any, world_size: Any, where: str) -> RunSpec:
     per_node = settings.get("devices_per_node")
     fields = {
@@ -87,7 +114,7 @@ def _one_spec(path: Path, settings: dict[str, Any], strategy: Any, world_size: A
         if k in settings
     }
     try:
-        nodes = max(1, world_size // per_node) if per_node else 1
+        nodes = nodes_for(world_size, per_node)
         return RunSpec(
             strategy=strategy, world_size=world_size, nodes=nodes, profile=settings["profile"], **fields
         )
@@ -95,14 +122,36 @@ def _one_spec(path: Path, settings: dict[str, Any], strategy: Any, world_size: A
         raise SweepFileError(path, f"{where}, {strategy} at world_size {world_size}: {exc}") from exc
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SweepFileError(path, f"cannot read sweep file: {exc}") from exc
+
+
+def _slurm(path: Path, data: dict[str, Any]) -> SlurmConfig:
+    table = data.get("slurm", {})
+    if not isinstance(table, dict):
+        raise SweepFileError(path, "[slurm] must be a table")
+    _check_keys(path, table, {f.name for f in dataclasses.fields(SlurmConfig)}, "[slurm]")
+    try:
+        return SlurmConfig(**table)
+    except (TypeError, ValueError) as exc:
+        raise SweepFileError(path, f"[slurm]: {exc}") from exc
+
+
+def load_slurm_config(path: Path) -> SlurmConfig:
+    """The sweep file's `[slurm]` table (cpus_per_task, exclusive), defaults where absent."""
+    path = Path(path)
+    return _slurm(path, _read(path))
+
+
 def load_sweep(path: Path) -> list[RunSpec]:
     """Every scale point of a sweep file, validated; SweepFileError (one line) on any problem."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SweepFileError(path, f"cannot read sweep file: {exc}") from exc
+    data = _read(path)
     _check_keys(path, data, TOP_KEYS, "the top level")
+    _slurm(path, data)
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise SweepFileError(path, f"missing required field {missing[0]!r}")
@@ -110,7 +159,7 @@ def load_sweep(path: Path) -> list[RunSpec]:
         profile = ProfilingConfig(**data.get("profile", {}))
     except (TypeError, ValueError) as exc:
         raise SweepFileError(path, f"[profile]: {exc}") from exc
-    base = {k: v for k, v in data.items() if k not in ("points",)} | {"profile": profile}
+    base = {k: v for k, v in data.items() if k not in ("points", "slurm")} | {"profile": profile}
     groups = data.get("points") or [{}]
     specs = []
     for index, group in enumerate(groups):
@@ -129,12 +178,14 @@ def run_sweep(
     specs: list[RunSpec], out_dir: Path, *, timeout_s: float, echo: Callable[[str], None] = print
 ) -> list[RunManifest]:
     """Run each scale point in turn; a failed point is recorded and the sweep goes on."""
+    import torch  # only a local run looks at the machine
     from tracehouse.collectors.launch import run_point  # imports power samplers; only when running
 
     manifests = []
     for spec in specs:
         if spec.nodes > 1:
             raise SweepFileError(out_dir, f"{spec.run_id} spans {spec.nodes} nodes; use --emit slurm")
+    check_local_devices(specs, torch.cuda.device_count())
     for index, spec in enumerate(specs, 1):
         echo(f"[{index}/{len(specs)}] {spec.study}/{spec.run_id}: torchrun, {spec.world_size} rank(s)")
         manifest = run_point(spec, out_dir, timeout_s=timeout_s)

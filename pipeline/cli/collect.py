@@ -77,9 +77,11 @@ def handle(args: argparse.Namespace) -> int:
     else:
         specs = [point_from_flags(args)]
     if args.emit == "slurm":
-        from tracehouse.collectors.slurm import emit_slurm
+        from tracehouse.collectors.slurm import SlurmConfig, emit_slurm
+        from tracehouse.collectors.sweep import load_slurm_config
 
-        for script in emit_slurm(specs, args.out):
+        config = load_slurm_config(args.sweep) if args.sweep is not None else SlurmConfig()
+        for script in emit_slurm(specs, args.out, config):
             print(script)
         return 0
     manifests = run_sweep(specs, args.out, timeout_s=args.timeout)

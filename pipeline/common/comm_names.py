@@ -53,6 +53,10 @@ _OP_ALIASES = {
     "recv_any_source": "recv",
     "monitored_barrier": "barrier",
 }
+# The network curve an op is timed with, where it is not the op's own name: a send or a recv is
+# one side of a point-to-point pair, which network_curves files as send_recv (nccl-tests'
+# sendrecv_perf, `tracehouse calibrate`'s sendrecv, a trace's matched send/recv pairs).
+CURVE_OPS = {"send": "send_recv", "recv": "send_recv"}
 _PREFIXES = re.compile("^(?:" + "|".join(map(re.escape, OP_NAME_PREFIXES)) + ")+")
 
 # ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL, ncclDevKernel_SendRecv...
@@ -135,3 +139,8 @@ def dtype_name(text: str | None) -> str | None:
 def dtype_size(dtype: str) -> int | None:
     """Size in bytes of a normalised dtype (None when unknown)."""
     return DTYPE_BYTES.get(dtype)
+
+
+def curve_op(op: str | None) -> str | None:
+    """The op whose network curve times op (send and recv: send_recv)."""
+    return CURVE_OPS.get(op, op) if op else op

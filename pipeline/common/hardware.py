@@ -15,6 +15,10 @@ PEAK_FLOPS: dict[str, dict[str, float]] = {
     "H200 NVL": {"bf16": 835.5e12, "fp16": 835.5e12, "tf32": 417.5e12, "fp32": 60e12},
     "H100": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
     "H200": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
+    # GB200 (Grace Blackwell, 1200 W) is its own part: NVIDIA's GB200 NVL72 datasheet, "Individual
+    # Blackwell GPU Specifications", FP16/BF16 5 PFLOPS and TF32 2.5 PFLOPS with sparsity (halved
+    # here), FP32 80 TFLOPS. Listed before B200, which its name contains.
+    "GB200": {"bf16": 2500e12, "fp16": 2500e12, "tf32": 1250e12, "fp32": 80e12},
     "B200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1100e12, "fp32": 80e12},  # HGX B200, 1000 W
     "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
     "V100": {"fp16": 125e12, "fp32": 15.7e12},  # no bf16 tensor cores
@@ -40,6 +44,23 @@ def peak_flops(device_name: str | None, dtype: str | None) -> float | None:
     if key is None or dtype is None:
         return None
     return PEAK_FLOPS[key].get(dtype)
+
+
+# The first CUDA compute capability with bf16 tensor cores (Ampere, sm_80); V100 (7.0) and
+# Turing (7.5) train in fp16 instead.
+BF16_CAPABILITY = (8, 0)
+
+
+def training_dtype(device_type: str, capability: tuple[int, int] | None = None) -> str:
+    """The dtype the reference workload trains in on this device: fp32 on CPU, bf16 where the
+    device has bf16 tensor cores (ROCm parts, CUDA capability 8.0 and later), else fp16."""
+    if device_type == "cpu":
+        return "fp32"
+    if device_type == "rocm":
+        return "bf16"
+    if capability is None:
+        raise ValueError("a CUDA device's dtype needs its compute capability")
+    return "bf16" if tuple(capability) >= BF16_CAPABILITY else "fp16"
 
 
 def seed_rows() -> list[tuple[int, str, str, float]]:

@@ -8,6 +8,7 @@ from bisect import bisect_right
 from collections import defaultdict
 
 import polars as pl
+from tracehouse.pipeline.common.kernel_classes import is_matmul_kernel
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase
 from tracehouse.pipeline.projection.timeline import RunTimeline
@@ -15,10 +16,6 @@ from tracehouse.pipeline.projection.timeline import RunTimeline
 # Host runtime calls that block until device work is done: by name, case-insensitive.
 SYNC_CALL = re.compile(r"synchroniz|memcpy", re.IGNORECASE)
 DEVICE_WIDE_SYNC = re.compile(r"(device|ctx|context)synchroniz", re.IGNORECASE)
-# Kernels of the tensor-core class a scenario may speed up apart from the rest.
-MATMUL_KERNEL = re.compile(
-    r"gemm|matmul|mma|cutlass|cublas|attention|attn|flash|fmha|sdpa|conv", re.IGNORECASE
-)
 
 
 def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
@@ -84,7 +81,7 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
         if row["class"] == "memory":
             b.edge(s_node, e_node, base=duration, cost=Cost.MEMORY, phase=phase)
         else:
-            cost = Cost.COMPUTE_MATMUL if MATMUL_KERNEL.search(row["name"] or "") else Cost.COMPUTE_OTHER
+            cost = Cost.COMPUTE_MATMUL if is_matmul_kernel(row["name"]) else Cost.COMPUTE_OTHER
             b.edge(s_node, e_node, base=duration, cost=cost, phase=phase)
 
     _host_durations(b, calls, call_start, call_end, device_nodes)

@@ -21,10 +21,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import tomllib
+from tracehouse.pipeline.common.comm_names import curve_op
 from tracehouse.pipeline.common.errors import TracehouseError
 
 LEVELS = ("intra_node", "inter_node")
-# Points fitted per op; an op without its own points borrows all_reduce's level.
+# Points fitted per op (send and recv are timed by the send_recv curve: comm_names.curve_op); an op
+# without its own points borrows all_reduce's level.
 FALLBACK_OP = "all_reduce"
 
 
@@ -79,6 +81,7 @@ class NetworkModel:
 
     def link(self, op: str | None, n: int) -> Link | None:
         level = self.level(n)
+        op = curve_op(op)
         for key in ((op or "", level), (FALLBACK_OP, level), ("*", level)):
             if key in self.links:
                 return self.links[key]

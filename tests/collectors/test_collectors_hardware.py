@@ -52,3 +52,47 @@ def test_nvl_parts_are_not_given_the_sxm_peak():
 
     assert peak_flops("NVIDIA H100 NVL", "bf16") == 835.5e12
     assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == 989.4e12
+
+
+def test_gb200_is_its_own_part_not_b200() -> None:
+    # torch.cuda.get_device_name on a GB200 NVL72 node; "B200" is a substring of it.
+    from tracehouse.pipeline.common.hardware import device_key
+
+    assert device_key("NVIDIA GB200") == "GB200"
+    assert peak_flops("NVIDIA GB200", "bf16") == 2500e12  # NVL72 datasheet: 5 PFLOPS sparse, halved
+    assert peak_flops("NVIDIA GB200", "tf32") == 1250e12
+    assert peak_flops("NVIDIA B200", "bf16") == 2250e12
+
+
+@pytest.mark.parametrize(
+    ("device_type", "capability", "dtype"),
+    [
+        # (torch.cuda.get_device_name, torch.cuda.get_device_capability) as recorded on each part
+        ("cuda", (7, 0), "fp16"),  # Tesla V100-SXM2-32GB: no bf16 tensor cores
+        ("cuda", (7, 5), "fp16"),  # Tesla T4 / GeForce RTX 2080 Ti
+        ("cuda", (8, 0), "bf16"),  # NVIDIA A100-SXM4-80GB
+        ("cuda", (9, 0), "bf16"),  # NVIDIA H100 80GB HBM3
+        ("cuda", (10, 0), "bf16"),  # NVIDIA B200, NVIDIA GB200
+        ("rocm", None, "bf16"),  # AMD Instinct MI300X
+        ("cpu", None, "fp32"),
+    ],
+)
+def test_training_dtype_follows_the_device(device_type: str, capability, dtype: str) -> None:
+    from tracehouse.pipeline.common.hardware import training_dtype
+
+    assert training_dtype(device_type, capability) == dtype
+
+
+def test_a_v100_run_has_a_peak_for_its_dtype() -> None:
+    from tracehouse.pipeline.common.hardware import training_dtype
+
+    assert peak_flops("Tesla V100-SXM2-32GB", training_dtype("cuda", (7, 0))) == 125e12
+
+
+def test_the_collectors_take_the_dtype_from_the_one_function() -> None:
+    from pathlib import Path
+
+    collectors = Path(__file__).resolve().parents[2] / "collectors"
+    assert "training_dtype(device_type" in (collectors / "run_manifest.py").read_text()
+    parallel = (collectors / "parallel.py").read_text()
+    assert "training_dtype(" in parallel and "dtype=torch.bfloat16, enabled=device.type" not in parallel

@@ -43,6 +43,15 @@ def test_tiny_analytic_count_equals_the_real_module() -> None:
     assert MODELS["tiny"].n_kv_heads < MODELS["tiny"].n_heads  # tiny exercises grouped-query attention
 
 
+def test_small_has_layers_for_a_four_stage_pipeline_and_counts_as_its_module() -> None:
+    from tracehouse.collectors.llama import Llama
+
+    small = MODELS["small"]
+    assert small.n_layers == 4 and small.n_kv_heads < small.n_heads
+    assert param_count(small) == sum(p.numel() for p in Llama(small).parameters()) == 3_475_712
+    assert flops_per_token(small, 64) == 6 * 3_475_712 + 12 * 4 * 256 * 64
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     n_layers=st.integers(1, 3),

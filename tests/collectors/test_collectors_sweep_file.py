@@ -109,3 +109,59 @@ def test_multi_node_points_are_not_run_locally(tmp_path: Path) -> None:
     )
     assert specs[0].nodes == 2
     assert emit_slurm(specs, tmp_path / "o")[0].is_file()
+
+
+def test_a_world_size_that_does_not_fill_whole_nodes_is_rejected(tmp_path: Path) -> None:
+    head = HEAD.replace("global_batch = 8", "global_batch = 48")
+    path = write(tmp_path, head + 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [4, 8, 12]\n')
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == (
+        f"{path}: the top level, fsdp at world_size 12: world_size 12 does not fill whole nodes of "
+        "devices_per_node 8; use a multiple of 8 (or at most 8)"
+    )
+    fits = load_sweep(
+        write(tmp_path, head + 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [4, 16]\n')
+    )
+    assert [(s.world_size, s.nodes) for s in fits] == [(4, 1), (16, 2)]
+
+
+def test_a_local_sweep_checks_the_gpus_of_this_machine(tmp_path: Path) -> None:
+    from tracehouse.collectors.sweep import check_local_devices
+    from tracehouse.pipeline.common.errors import TracehouseError
+
+    specs = load_sweep(write(tmp_path, HEAD + 'strategies = ["ddp"]\nworld_sizes = [2, 4]\n'))
+    check_local_devices(specs, 0)  # CPU: gloo ranks, as many as asked
+    check_local_devices(specs, 8)
+    with pytest.raises(TracehouseError) as info:
+        check_local_devices(specs, 2)
+    assert str(info.value).startswith("ddp-ws4: world_size 4 needs 4 GPUs on this machine, found 2;")
+
+
+def test_sbatch_scripts_state_cpus_per_task_and_exclusive(tmp_path: Path) -> None:
+    head = HEAD.replace("global_batch = 8", "global_batch = 64")
+    points = 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [4, 16]\n'
+    out = tmp_path / "o"
+    assert main(["collect", str(write(tmp_path, head + points)), "--out", str(out), "--emit", "slurm"]) == 0
+    two_nodes = (out / "fsdp-ws16-n2" / "job.sbatch").read_text().splitlines()
+    # defaults: the node's one task gets 8 CPUs per rank (not SLURM's 1), and the whole node
+    assert "#SBATCH --cpus-per-task=64" in two_nodes and "#SBATCH --exclusive" in two_nodes
+    assert next(line for line in two_nodes if line.startswith("srun ")).startswith("srun --cpus-per-task=64 ")
+    assert "#SBATCH --cpus-per-task=32" in (out / "fsdp-ws4" / "job.sbatch").read_text().splitlines()
+
+    stated = head + points + "[slurm]\ncpus_per_task = 96\nexclusive = false\n"
+    assert main(["collect", str(write(tmp_path, stated)), "--out", str(out), "--emit", "slurm"]) == 0
+    lines = (out / "fsdp-ws16-n2" / "job.sbatch").read_text().splitlines()
+    assert "#SBATCH --cpus-per-task=96" in lines and "#SBATCH --exclusive" not in lines
+
+
+def test_a_bad_slurm_table_is_one_line(tmp_path: Path) -> None:
+    points = '[[points]]\nstrategies = ["ddp"]\nworld_sizes = [2]\n'
+    path = write(tmp_path, HEAD + "[slurm]\ncpus_per_task = 0\n" + points)
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == f"{path}: [slurm]: cpus_per_task must be a positive integer, got 0"
+    path = write(tmp_path, HEAD + "[slurm]\ncpus = 8\n" + points)
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == f"{path}: unknown key 'cpus' in [slurm]; allowed: cpus_per_task, exclusive"
