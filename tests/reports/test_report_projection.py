@@ -94,15 +94,22 @@ def test_the_headline_names_the_knee_and_the_largest_world_size(con, report: Pat
         run_id,
     )
     knee = curve.filter(curve["knee"])["world_size"].to_list()
-    top = curve.row(-1, named=True)
-    assert len(knee) == 1 and top["world_size"] == 2048
+    assert len(knee) == 1 and curve["world_size"].max() == 2048
+    # the largest size that is a runnable configuration; the flagged ones (less than one sequence
+    # per data-parallel rank) are named with the projection's own reason, not described
+    runnable = curve.filter(curve["flag"].is_null())
+    flagged = curve.filter(curve["flag"].is_not_null())
+    top = runnable.row(-1, named=True)
+    assert flagged.height and top["world_size"] < flagged["world_size"].min()
     dp_share = top["exposed_comm_dp_frac"] / top["exposed_comm_frac"]
+    sizes = ", ".join(f"{n:,}" for n in flagged["world_size"])
     want = (
-        f"{run_id} projected: the knee is at {knee[0]:,} devices; at 2,048 devices each device gives "
+        f"{run_id} projected: {curve['knee_note'][0]}; at {top['world_size']:,} devices each device gives "
         f"{percent(top['scaling_efficiency'])} of its measured throughput, "
         f"{percent(top['exposed_comm_frac'])} of the step is exposed communication, "
-        f"{percent(dp_share)} of it dp."
+        f"{percent(dp_share)} of it dp. Flagged at {sizes} devices: {flagged['flag'][0]}."
     )
+    assert curve["knee_note"][0] == f"knee at {knee[0]} devices"
     assert charts_projection.headline_sentence(con, STUDY) == want
     intro = section_intro(report)
     assert intro.startswith(want + " ") and "docs/projection.md" in intro
