@@ -15,7 +15,7 @@ import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.ingest.catalog import catalog_phase, faults_named, ingest_lock
 from tracehouse.pipeline.ingest.register import BUSY_WAIT_S
-from tracehouse.pipeline.warehouse import refresh_runs_now, transaction
+from tracehouse.pipeline.warehouse import connect, refresh_runs_now, transaction
 
 # The catalog tables that hold a run's rows, keyed by (study, run_id).
 RUN_TABLES = ("traces", "power_files", "run_manifests", "projections")
@@ -47,6 +47,7 @@ class Forgotten:
 def forget_run(warehouse_dir: str | Path, run_id: str, *, study: str | None = None) -> Forgotten:
     """Remove one run (catalog rows, partitions, materialized rows); WarehouseError if there is none."""
     warehouse = Path(warehouse_dir)
+    connect(warehouse, read_only=True).close()  # no warehouse there: the usual one line, before any lock file
     with ingest_lock(warehouse), faults_named(warehouse), catalog_phase(warehouse, wait_s=BUSY_WAIT_S) as con:
         chosen = _study_of(con, warehouse, run_id, study)
         key = [chosen, run_id]

@@ -98,3 +98,5 @@ def test_forget_removes_a_run_as_if_it_never_was(tmp_path, capsys):
     assert main(["forget", "ddp-ws2", "--warehouse", str(whole)]) == 2
     assert "no run 'ddp-ws2' in any study" in capsys.readouterr().err
     assert ingest([RUN], whole).loaded == 2  # it comes back
+    assert main(["forget", "ddp-ws2", "--warehouse", str(whole / "nowhere")]) == 2
+    assert "no warehouse here" in capsys.readouterr().err and not (whole / "nowhere").exists()
