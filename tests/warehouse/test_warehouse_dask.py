@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,7 +66,8 @@ def study_inputs(root: Path) -> list[Path]:
     for rank in range(2):
         write_trace(run1 / f"r{rank}.json", rank=rank, n_kernels=50 + rank)
     power = shared_path("power/nvidia-smi/wrapper_8gpu_power_log.csv")
-    RunManifest(study="s", run_id="one", world_size=2, dp=2, power=PowerCapture(files=[str(power)])).write(
+    shutil.copy(power, run1 / power.name)  # a manifest names files in its own folder only
+    RunManifest(study="s", run_id="one", world_size=2, dp=2, power=PowerCapture(files=[power.name])).write(
         run1
     )
     write_trace(root / "run2" / "a.json.gz", rank=0, n_kernels=7)
