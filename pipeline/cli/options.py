@@ -134,11 +134,8 @@ def ingest_choices(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_facts(args: argparse.Namespace) -> dict[str, Any]:
     """The run facts stated by options, with a reference model's parameters and FLOPs per token."""
-    facts = {
-        flag.removeprefix("--").replace("-", "_"): getattr(args, flag.removeprefix("--").replace("-", "_"))
-        for flag in RUN_FACT_OPTIONS
-    }
-    facts = {name: value for name, value in facts.items() if value is not None}
+    names = (flag.removeprefix("--").replace("-", "_") for flag in RUN_FACT_OPTIONS)
+    facts = {name: value for name in names if (value := getattr(args, name)) is not None}
     if facts.get("model") in MODELS:
         config = MODELS[facts["model"]]
         facts.setdefault("model_config", config.as_dict())

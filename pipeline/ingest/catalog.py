@@ -158,11 +158,11 @@ def partition_problem(
         if not os.path.isfile(Path(warehouse_dir) / relative):  # (False on any OSError: EACCES, ESTALE)
             return problem(relative, "is not visible from the driver")
     try:
-        seen = _footer_rows(connection, warehouse_dir, list(expected))
+        seen = footer_rows(connection, warehouse_dir, list(expected))
     except duckdb.Error as together:  # which one: each alone
         for relative in expected:
             try:
-                _footer_rows(connection, warehouse_dir, [relative])
+                footer_rows(connection, warehouse_dir, [relative])
             except duckdb.Error as exc:
                 return problem(relative, f"is unreadable on the driver: {one_line(exc)}")
         reason = one_line(together)
@@ -173,10 +173,10 @@ def partition_problem(
     return None
 
 
-def _footer_rows(
+def footer_rows(
     connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, relatives: list[str]
 ) -> dict[str, int]:
-    """Rows of Parquet files given relative to the warehouse, from their footers."""
+    """Rows of Parquet files given relative to the warehouse, from their footers (one query for all)."""
     listed = [duckdb_file(warehouse_dir, r) for r in relatives]
     rows = connection.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [listed])
     by_path = {os.path.realpath(name): n for name, n in rows.fetchall()}

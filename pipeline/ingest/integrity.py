@@ -17,7 +17,8 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import one_line
-from tracehouse.pipeline.partitions import duckdb_file, file_crc32
+from tracehouse.pipeline.ingest.catalog import footer_rows
+from tracehouse.pipeline.partitions import file_crc32
 
 # Each registered partition with the source file it came from (a trace or a power log).
 _PARTITIONS = """
@@ -140,16 +141,27 @@ def _bytes_problem(path: Path, p: _Registered) -> str | None:
 def _row_problems(
     connection: duckdb.DuckDBPyConnection, warehouse_dir: Path, partitions: list[_Registered]
 ) -> list[Damage]:
-    """The partitions whose Parquet footer cannot be read or counts other rows than registered."""
+    """The partitions whose Parquet footer cannot be read or counts other rows than registered.
+
+    All footers in one query (`catalog.footer_rows`, as registration reads them); only when that
+    fails are they read one by one, so that a footer that fails names its own file.
+    """
+    if not partitions:
+        return []
+    try:
+        seen = footer_rows(connection, warehouse_dir, [p.path for p in partitions])
+    except duckdb.Error:
+        seen = {}
+        for p in partitions:
+            try:
+                seen.update(footer_rows(connection, warehouse_dir, [p.path]))
+            except duckdb.Error as exc:
+                seen[p.path] = one_line(exc)
     found = []
-    for p in partitions:  # one by one: a footer that fails names its own file
-        try:
-            rows = connection.execute(
-                "SELECT num_rows FROM parquet_file_metadata(?)", [duckdb_file(warehouse_dir, p.path)]
-            ).fetchall()
-        except duckdb.Error as exc:
-            found.append(_damage(p, f"is no readable Parquet file: {one_line(exc)}"))
-            continue
-        if rows[0][0] != p.n_rows:
-            found.append(_damage(p, f"{rows[0][0]:,} rows, {p.n_rows:,} were registered"))
+    for p in partitions:
+        rows = seen.get(p.path)
+        if isinstance(rows, str) or rows is None:
+            found.append(_damage(p, f"is no readable Parquet file: {rows or 'no footer'}"))
+        elif rows != p.n_rows:
+            found.append(_damage(p, f"{rows:,} rows, {p.n_rows:,} were registered"))
     return found
