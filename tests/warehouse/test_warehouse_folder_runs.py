@@ -205,6 +205,14 @@ def test_run_facts_stated_on_the_command_line(tmp_path, capsys):
     # stating one fact again keeps the others; a bad value is one line naming the option
     assert main(["ingest", str(folder), "--warehouse", str(wh), "--tokens-per-step", "8192"]) == 0
     assert rows(wh, "SELECT model, tokens_per_step, dtype FROM runs") == [("tiny", 8192, "bf16")]
+    # MFU of a run without a manifest: the stated FLOPs per token over the device table's peak
+    [(tps, fpt, mfu)] = rows(
+        wh, "SELECT s.tokens_per_s, r.flops_per_token, s.mfu FROM scale_points s JOIN runs r USING (run_id)"
+    )
+    from tracehouse.collectors.model_sizes import MODELS, flops_per_token
+
+    assert fpt == flops_per_token(MODELS["tiny"], 512)
+    assert mfu == pytest.approx(tps * fpt / 989.4e12, rel=1e-12)
     capsys.readouterr()
     assert main(["ingest", str(folder), "--warehouse", str(wh), "--seq-len", "0"]) == 2
     assert (
