@@ -136,6 +136,11 @@ def test_dropped_power_samples_are_a_warning_in_the_summary_and_ingest_errors(tm
     # ingesting it again skips the file and keeps its warnings
     assert ingest_json(capsys, str(run), "--warehouse", str(wh))[0] == 0
     assert len(rows(capsys, wh, "SELECT * FROM ingest_errors WHERE severity = 'warning'")) == 2
+    # its partition damaged, ingesting it again repairs it and records its warnings once, not twice
+    next((wh / "parquet" / "power_samples").rglob("*[0-9a-f].parquet")).unlink()
+    code, again = ingest_json(capsys, str(run), "--warehouse", str(wh))
+    assert code == 0 and again["repaired"] == [str(run / "p.csv")]
+    assert len(rows(capsys, wh, "SELECT * FROM ingest_errors WHERE severity = 'warning'")) == 2
 
 
 def test_dropped_nccl_tests_rows_are_a_warning_not_an_internal_error(tmp_path, capsys, shared_data):
