@@ -1,0 +1,137 @@
+"""Which formula each op has, and its FLOPs and bytes over a frame of unique op signatures.
+
+The once-only rule: a composite op (aten::linear, aten::matmul, aten::scaled_dot_product_attention,
+aten::conv2d, ...) and the ops it calls may all have formulas; the FLOPs of a unit of work are
+counted at the innermost op that has a formula, so an op carries FLOPs only when none of its
+descendants has a formula (`innermost_flops`). Ops with no formula keep NULL, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import polars as pl
+from tracehouse.pipeline.ops import attention, conv, matmul, pointwise
+from tracehouse.pipeline.ops.signature import Cost, Signature
+
+Formula = Callable[[Signature], Cost]
+
+_FAMILIES: dict[str, tuple[str, Formula, tuple[str, ...]]] = {
+    # formula name: (what it covers, function, the aten op names it applies to)
+    "mm": ("matmul", matmul.mm, ("mm",)),
+    "addmm": ("matmul", matmul.addmm, ("addmm",)),
+    "scaled_mm": ("matmul", matmul.scaled_mm, ("_scaled_mm",)),
+    "bmm": ("matmul", matmul.bmm, ("bmm",)),
+    "baddbmm": ("matmul", matmul.baddbmm, ("baddbmm",)),
+    "matmul": ("matmul", matmul.matmul, ("matmul",)),
+    "linear": ("matmul", matmul.linear, ("linear",)),
+    "sdpa": (
+        "attention",
+        attention.sdpa,
+        (
+            "scaled_dot_product_attention",
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+            "_scaled_dot_product_flash_attention_for_cpu",
+        ),
+    ),
+    "sdpa_backward": (
+        "attention",
+        attention.sdpa_backward,
+        (
+            "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_efficient_attention_backward",
+            "_scaled_dot_product_cudnn_attention_backward",
+            "_scaled_dot_product_flash_attention_for_cpu_backward",
+        ),
+    ),
+    "flash_forward": (
+        "attention",
+        attention.flash_forward,
+        ("_flash_attention_forward", "_efficient_attention_forward"),
+    ),
+    "flash_backward": (
+        "attention",
+        attention.flash_backward,
+        ("_flash_attention_backward", "_efficient_attention_backward"),
+    ),
+    "convolution": ("convolution", conv.convolution, tuple(n.split("::")[1] for n in conv.CONV_ARGS)),
+    "convolution_backward": ("convolution", conv.convolution_backward, ("convolution_backward",)),
+    "embedding": ("embedding", pointwise.embedding, ("embedding",)),
+    "embedding_backward": ("embedding", pointwise.embedding_backward, ("embedding_dense_backward",)),
+    "layer_norm": ("norm", pointwise.layer_norm, ("native_layer_norm", "layer_norm")),
+    "layer_norm_backward": ("norm", pointwise.layer_norm_backward, ("native_layer_norm_backward",)),
+    "rms_norm": ("norm", pointwise.rms_norm, ("rms_norm", "_fused_rms_norm")),
+    "softmax": ("softmax", pointwise.softmax, ("_softmax", "_log_softmax", "softmax", "log_softmax")),
+    "softmax_backward": (
+        "softmax",
+        pointwise.softmax_backward,
+        ("_softmax_backward_data", "_log_softmax_backward_data"),
+    ),
+    "fused_adam": ("optimizer", pointwise.fused_adam, ("_fused_adam_", "_fused_adamw_")),
+    "elementwise": (
+        "elementwise",
+        pointwise.elementwise,
+        tuple(n for base in pointwise.FLOPS_PER_ELEMENT for n in (base, f"{base}_")),
+    ),
+    "foreach": (
+        "optimizer",
+        pointwise.foreach,
+        tuple(n for base in pointwise.FLOPS_PER_ELEMENT for n in (f"_foreach_{base}", f"_foreach_{base}_")),
+    ),
+}
+# Op names as Kineto writes them ('aten::mm') -> formula name.
+FORMULA_OF: dict[str, str] = {
+    f"aten::{op}": formula for formula, (_, _, ops) in _FAMILIES.items() for op in ops
+}
+CATEGORY_OF: dict[str, str] = {formula: category for formula, (category, _, _) in _FAMILIES.items()}
+SIGNATURE_COLUMNS = ("name", "input_dims", "input_types", "concrete_inputs")
+
+
+def op_cost(name: str, dims: str | None, types: str | None, concrete: str | None) -> tuple[str, Cost] | None:
+    """The formula name and cost of one call, or None when the op has no formula or its shapes
+    do not fit it (an op recorded without shapes, a nested attention call)."""
+    formula = FORMULA_OF.get(name)
+    if formula is None or not dims:
+        return None
+    try:
+        return formula, _FAMILIES[formula][1](Signature.parse(name, dims, types, concrete))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def op_costs(signatures: pl.DataFrame) -> pl.DataFrame:
+    """Add flops, bytes and formula to a frame of (name, input_dims, input_types, concrete_inputs).
+
+    Each distinct signature is evaluated once (a training step repeats a few hundred signatures
+    thousands of times); formula is NULL where the op has no formula, and flops and bytes with it.
+    """
+    unique = signatures.select(SIGNATURE_COLUMNS).unique()
+    rows = [op_cost(*row) for row in unique.iter_rows()]
+    costs = unique.with_columns(
+        pl.Series("flops", [r[1].flops if r else None for r in rows], dtype=pl.Int64),
+        pl.Series("bytes", [r[1].bytes if r else None for r in rows], dtype=pl.Int64),
+        pl.Series("formula", [r[0] if r else None for r in rows], dtype=pl.Utf8),
+    )
+    return signatures.join(costs, on=list(SIGNATURE_COLUMNS), how="left", nulls_equal=True)
+
+
+def innermost_flops(ops: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
+    """Apply the once-only rule to a frame of calls (id, parent_id, flops): add `counted_flops`,
+    the call's flops unless a descendant has a formula (then 0), NULL where it has none."""
+    parents = ops.select("id", "parent_id")
+    covered = pl.Series("id", [], dtype=ops.schema["id"])
+    frontier = ops.filter(pl.col("flops").is_not_null()).get_column("parent_id").drop_nulls().unique()
+    for _ in range(max_depth):  # one level of ancestors per pass
+        frontier = frontier.filter(~frontier.is_in(covered.implode()))
+        if frontier.is_empty():
+            break
+        covered = pl.concat([covered, frontier])
+        frontier = parents.filter(pl.col("id").is_in(frontier.implode())).get_column("parent_id").drop_nulls()
+    return ops.with_columns(
+        pl.when(pl.col("id").is_in(covered.implode()) & pl.col("flops").is_not_null())
+        .then(pl.lit(0, dtype=pl.Int64))
+        .otherwise(pl.col("flops"))
+        .alias("counted_flops")
+    )
