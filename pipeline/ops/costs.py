@@ -1,9 +1,10 @@
 """Which formula each op has, and its FLOPs and bytes over a frame of unique op signatures.
 
-The once-only rule: a composite op (aten::linear, aten::matmul, aten::scaled_dot_product_attention,
-aten::conv2d, ...) and the ops it calls may all have formulas; the FLOPs of a unit of work are
-counted at the innermost op that has a formula, so an op carries FLOPs only when none of its
-descendants has a formula (`innermost_flops`). Ops with no formula keep NULL, never 0.
+The once-only rule (`innermost_flops`): a composite op (aten::linear, aten::matmul,
+aten::scaled_dot_product_attention, aten::_convolution, ...) and the ops it calls may all have
+formulas; the FLOPs of a unit of work are counted at the innermost call whose formula gives FLOPs,
+so a call carries FLOPs only when no descendant does (a zero-FLOP copy_ inside addmm does not take
+addmm's FLOPs away), and its bytes with them. Ops with no formula keep NULL, never 0.
 """
 
 from __future__ import annotations
@@ -117,21 +118,53 @@ def op_costs(signatures: pl.DataFrame) -> pl.DataFrame:
     return signatures.join(costs, on=list(SIGNATURE_COLUMNS), how="left", nulls_equal=True)
 
 
-def innermost_flops(ops: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
-    """Apply the once-only rule to a frame of calls (id, parent_id, flops): add `counted_flops`,
-    the call's flops unless a descendant has a formula (then 0), NULL where it has none."""
-    parents = ops.select("id", "parent_id")
-    covered = pl.Series("id", [], dtype=ops.schema["id"])
-    frontier = ops.filter(pl.col("flops").is_not_null()).get_column("parent_id").drop_nulls().unique()
-    for _ in range(max_depth):  # one level of ancestors per pass
-        frontier = frontier.filter(~frontier.is_in(covered.implode()))
+def _ancestors(parents: pl.DataFrame, ids: pl.Series, max_depth: int) -> pl.Series:
+    """Every ancestor of the calls ids (parents: id, parent_id)."""
+    found = pl.Series("id", [], dtype=parents.schema["id"])
+    frontier = parents.filter(pl.col("id").is_in(ids.implode())).get_column("parent_id").drop_nulls()
+    for _ in range(max_depth):  # one level per pass
+        frontier = frontier.unique()
+        frontier = frontier.filter(~frontier.is_in(found.implode()))
         if frontier.is_empty():
             break
-        covered = pl.concat([covered, frontier])
+        found = pl.concat([found, frontier])
         frontier = parents.filter(pl.col("id").is_in(frontier.implode())).get_column("parent_id").drop_nulls()
+    return found
+
+
+def _descendants(parents: pl.DataFrame, ids: pl.Series, max_depth: int) -> pl.Series:
+    """Every descendant of the calls ids."""
+    found = pl.Series("id", [], dtype=parents.schema["id"])
+    frontier = ids
+    for _ in range(max_depth):
+        frontier = parents.filter(pl.col("parent_id").is_in(frontier.implode())).get_column("id")
+        if frontier.is_empty():
+            break
+        found = pl.concat([found, frontier])
+    return found
+
+
+def innermost_flops(ops: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
+    """Apply the once-only rule to a frame of calls (id, parent_id, flops, bytes).
+
+    A call does work when its formula gives FLOPs > 0. `counted_flops`: a call's FLOPs unless a
+    descendant does work (then 0: a composite over its leaves); NULL where it has no formula.
+    `counted_bytes`: its bytes unless a descendant does work or an ancestor is a counted unit of
+    work (a copy inside addmm moves bytes addmm's lower bound already holds).
+    """
+    parents = ops.select("id", "parent_id")
+    working = ops.filter(pl.col("flops") > 0).get_column("id")
+    composite = _ancestors(parents, working, max_depth)
+    units = working.filter(~working.is_in(composite.implode()))
+    inside = _descendants(parents, units, max_depth)
+    has_formula = pl.col("flops").is_not_null()
     return ops.with_columns(
-        pl.when(pl.col("id").is_in(covered.implode()) & pl.col("flops").is_not_null())
+        pl.when(has_formula & pl.col("id").is_in(composite.implode()))
         .then(pl.lit(0, dtype=pl.Int64))
         .otherwise(pl.col("flops"))
-        .alias("counted_flops")
+        .alias("counted_flops"),
+        pl.when(has_formula & pl.col("id").is_in(pl.concat([composite, inside]).implode()))
+        .then(pl.lit(0, dtype=pl.Int64))
+        .otherwise(pl.col("bytes"))
+        .alias("counted_bytes"),
     )
