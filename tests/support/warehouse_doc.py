@@ -114,6 +114,7 @@ TABLE_NOTES = {
     ("device_peaks", "peak_flops"): "dense, per device (vendor datasheets)",
 }
 UNITS = [
+    ("_bytes_per_s", "bytes/s"),
     ("_unix_ns", "ns since the Unix epoch"),
     ("_ns", "ns"),
     ("_w", "W"),
