@@ -85,3 +85,24 @@ def test_foreach_with_shapes_counts_every_tensor_and_leaves_bytes_unknown() -> N
     _, cost = op_cost("aten::_foreach_mul_", "[[[3, 4], [5]], []]", '["TensorList", "Scalar"]', '["", "0.9"]')
     assert cost.flops == 17
     assert cost.bytes is None
+
+
+def test_docs_table_names_every_formula_and_every_op() -> None:
+    from pathlib import Path
+
+    from tracehouse.pipeline.ops.costs import CATEGORY_OF, FORMULA_OF
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/flops.md").read_text()
+    table = doc.split("## Formulas")[1].split("\n## ")[0]
+    rows = [
+        line
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith(("| op ", "| ---"))
+    ]
+    named = {line.split("|")[2].strip() for line in rows}
+    assert named == set(CATEGORY_OF)
+    listed = " ".join(line.split("|")[1] for line in rows)
+    # every op with a formula appears in the table's op column (elementwise bases by name)
+    for op in FORMULA_OF:
+        short = op.removeprefix("aten::").removeprefix("_foreach_").rstrip("_")
+        assert short in listed, op
