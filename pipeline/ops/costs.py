@@ -102,11 +102,20 @@ def op_cost(name: str, dims: str | None, types: str | None, concrete: str | None
         return None
 
 
+def _dtype(name: str, dims: str | None, types: str | None, concrete: str | None) -> str | None:
+    """The call's compute dtype as the peak table names it, or None."""
+    try:
+        return Signature.parse(name, dims, types, concrete).compute_dtype()
+    except (ValueError, TypeError):
+        return None
+
+
 def op_costs(signatures: pl.DataFrame) -> pl.DataFrame:
-    """Add flops, bytes and formula to a frame of (name, input_dims, input_types, concrete_inputs).
+    """Add flops, bytes, formula and dtype to a frame of (name, input_dims, input_types, concrete_inputs).
 
     Each distinct signature is evaluated once (a training step repeats a few hundred signatures
     thousands of times); formula is NULL where the op has no formula, and flops and bytes with it.
+    dtype: the compute dtype (bf16, fp16, fp32) whose peak bounds the call.
     """
     unique = signatures.select(SIGNATURE_COLUMNS).unique()
     rows = [op_cost(*row) for row in unique.iter_rows()]
@@ -114,6 +123,7 @@ def op_costs(signatures: pl.DataFrame) -> pl.DataFrame:
         pl.Series("flops", [r[1].flops if r else None for r in rows], dtype=pl.Int64),
         pl.Series("bytes", [r[1].bytes if r else None for r in rows], dtype=pl.Int64),
         pl.Series("formula", [r[0] if r else None for r in rows], dtype=pl.Utf8),
+        pl.Series("dtype", [_dtype(*row) for row in unique.iter_rows()], dtype=pl.Utf8),
     )
     return signatures.join(costs, on=list(SIGNATURE_COLUMNS), how="left", nulls_equal=True)
 

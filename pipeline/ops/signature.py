@@ -26,6 +26,9 @@ DTYPE_BYTES: dict[str, int] = {
     "c10::complex<double>": 16,
 }
 TENSOR_LIST = "TensorList"
+# Element types -> the dtype names of the peak table (pipeline/common/hardware.py); a float op
+# is held to the fp32 peak (whether a GPU ran it as tf32 is not in the trace).
+PEAK_DTYPES: dict[str, str] = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32"}
 
 Shape = tuple[int, ...]
 
@@ -88,6 +91,11 @@ class Signature:
             if self.is_tensor(i):
                 return self.itemsize(i)
         return None
+
+    def compute_dtype(self) -> str | None:
+        """The peak table's dtype of the first single-tensor argument (bf16, fp16, fp32), or None."""
+        first = next((t for i, t in enumerate(self.types) if self.is_tensor(i)), None)
+        return PEAK_DTYPES.get(first) if first else None
 
     def type_text(self, i: int) -> str:
         """The `Input type` text of argument i ('' past the end)."""

@@ -61,6 +61,12 @@ RELATIONS = {
         " `tracehouse project` (a new projection of the same run and scenario replaces its rows)",
     ),
     "parquet_files": (None, "one row per registered Parquet partition file"),
+    "op_costs": (
+        None,
+        "one row per distinct host-op signature of `ops` whose name has a formula in `pipeline/ops` "
+        "(docs/flops.md): FLOPs and bytes per call, filled after every ingest from the signatures "
+        "not yet there",
+    ),
     "warehouse_meta": (None, "one row per fact about the warehouse itself"),
     "comm_kernel_patterns": (None, "one row per user-added communication kernel pattern; empty by default"),
     "comm_vocabulary": (
