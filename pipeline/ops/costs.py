@@ -178,3 +178,16 @@ def innermost_flops(ops: pl.DataFrame, *, max_depth: int = 256) -> pl.DataFrame:
         .otherwise(pl.col("bytes"))
         .alias("counted_bytes"),
     )
+
+
+def without_formula(costed: pl.DataFrame) -> pl.DataFrame:
+    """The ops of a costed frame (op_costs' output) that have no formula: name and calls, most first.
+
+    These are counted and named, never taken as 0 FLOPs: a report says which ops it could not cost.
+    """
+    return (
+        costed.filter(pl.col("formula").is_null())
+        .group_by("name")
+        .agg(pl.len().alias("calls"))
+        .sort(["calls", "name"], descending=[True, False])
+    )

@@ -4,7 +4,7 @@ shape texts taken verbatim from the sample and shared traces, with hand-computed
 from __future__ import annotations
 
 import polars as pl
-from tracehouse.pipeline.ops.costs import innermost_flops, op_cost, op_costs
+from tracehouse.pipeline.ops.costs import SIGNATURE_COLUMNS, innermost_flops, op_cost, op_costs
 
 
 def _calls(rows: list[tuple[int, int | None, int | None, int | None]]) -> pl.DataFrame:
@@ -106,3 +106,13 @@ def test_docs_table_names_every_formula_and_every_op() -> None:
     for op in FORMULA_OF:
         short = op.removeprefix("aten::").removeprefix("_foreach_").rstrip("_")
         assert short in listed, op
+
+
+def test_ops_without_formula_are_counted_and_named() -> None:
+    from tracehouse.pipeline.ops.costs import without_formula
+
+    mm = ("aten::mm", "[[2, 3], [3, 4]]", '["float", "float"]', '["", ""]')
+    view = ("aten::view", "[[4, 4], []]", '["float", "ScalarList"]', '["", "[16]"]')
+    bare = ("aten::addmm", None, None, None)  # a formula, but no shapes recorded
+    frame = pl.DataFrame([mm, view, view, bare], schema=list(SIGNATURE_COLUMNS), orient="row")
+    assert without_formula(op_costs(frame)).rows() == [("aten::view", 2), ("aten::addmm", 1)]
