@@ -16,12 +16,11 @@ torch = pytest.importorskip("torch")
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from support.host_ops import host_ops  # noqa: E402
+from support.kineto_text import kineto_texts  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from tracehouse.pipeline.ops.costs import innermost_flops, op_cost, op_costs  # noqa: E402
-
-from tests.support.host_ops import host_ops  # noqa: E402
-from tests.support.kineto_text import kineto_texts  # noqa: E402
 
 F = torch.nn.functional
 aten = torch.ops.aten

@@ -14,13 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from support.host_ops import host_ops  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from tracehouse.collectors.llama import Llama, cross_entropy, synthetic_batch  # noqa: E402
 from tracehouse.collectors.model_sizes import get_model_config  # noqa: E402
 from tracehouse.pipeline.ops.costs import innermost_flops, op_costs  # noqa: E402
-
-from tests.support.host_ops import host_ops  # noqa: E402
 
 
 def _train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, cfg, step: int) -> None:
