@@ -44,10 +44,12 @@ def con() -> duckdb.DuckDBPyConnection:
     con.execute(
         "CREATE TABLE ops (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, parent_id BIGINT, "
         "kind VARCHAR, name VARCHAR, ts_unix_ns BIGINT, dur_ns BIGINT, input_dims VARCHAR, "
-        "input_types VARCHAR, concrete_inputs VARCHAR, module VARCHAR)"
+        "input_types VARCHAR, concrete_inputs VARCHAR, module VARCHAR, pid VARCHAR DEFAULT '1', "
+        "tid VARCHAR DEFAULT '1')"
     )
     con.executemany(
-        "INSERT INTO ops VALUES ('s', 'r', 0, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)", [list(o) for o in OPS]
+        "INSERT INTO ops VALUES ('s', 'r', 0, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, '1', '1')",
+        [list(o) for o in OPS],
     )
     con.execute(
         "CREATE TABLE op_launches (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, "
@@ -61,6 +63,11 @@ def con() -> duckdb.DuckDBPyConnection:
     con.execute(
         "CREATE TABLE traces AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, "
         "'NVIDIA H100 80GB HBM3' AS device_name"
+    )
+    # a GPU rank has no main thread
+    con.execute(
+        "CREATE TABLE cpu_main_threads (study VARCHAR, run_id VARCHAR, rank INTEGER, pid VARCHAR, "
+        "tid VARCHAR)"
     )
     # the relations under test, over the hand-built raw tables above
     wanted = ["raw/op_costs", "seeds/device_peaks", "views/staging/op_calls", "views/marts/op_breakdown",

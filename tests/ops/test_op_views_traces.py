@@ -121,5 +121,5 @@ def test_h100_bounds_are_the_roofline_and_never_exceeded(h100) -> None:
     assert rows
     for op, intensity, bound, frac in rows:
         # bf16 on an H100 SXM: 989.4 TFLOP/s peak, 3.35 TB/s
-        assert bound == pytest.approx(min(989.4, intensity * 3.35) if intensity else 989.4), op
+        assert bound == pytest.approx(989.4 if intensity is None else min(989.4, intensity * 3.35)), op
         assert frac is None or 0 <= frac <= 1.0, op

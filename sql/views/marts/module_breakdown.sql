@@ -13,6 +13,7 @@ WITH grouped AS (
         sum(counted_flops)::BIGINT AS flops,
         sum(counted_bytes)::BIGINT AS bytes
     FROM op_calls
+    WHERE on_timeline
     GROUP BY study, run_id, step, rank, module, phase
 )
 SELECT

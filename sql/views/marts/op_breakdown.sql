@@ -2,7 +2,8 @@
 -- Per run, step, rank, op and module path: the time of the op's own work, its FLOPs and bytes
 -- (counted once, docs/flops.md), the rates it reached and the roofline bound of the rank's device.
 -- Time: on a GPU rank the device time of the kernels, copies and memsets the op launched itself
--- (summed: concurrent streams count each); on a CPU-only rank its host self time. A group's
+-- (summed: concurrent streams count each); on a CPU-only rank its host self time on the main
+-- thread, which plays the device (calls on other threads are left out, as from compute_us). A group's
 -- dtype (whose peak bounds it) is that of the call with the most FLOPs; the device is the
 -- rank's (traces.device_name) matched to device_peaks; a CPU or an unknown device has no bound.
 CREATE OR REPLACE VIEW op_breakdown AS
@@ -16,6 +17,7 @@ WITH grouped AS (
         sum(counted_bytes)::BIGINT AS bytes,
         arg_max(dtype, coalesce(counted_flops, 0)) AS dtype
     FROM op_calls
+    WHERE on_timeline
     GROUP BY study, run_id, step, rank, name, module
 ),
 devices AS (
@@ -40,7 +42,7 @@ bounded AS (
         flops / nullif(work_us, 0) / 1e6 AS achieved_tflops,
         bytes / nullif(work_us, 0) / 1e3 AS achieved_gbps,
         CASE
-            WHEN flops IS NULL OR peak_flops IS NULL THEN NULL
+            WHEN coalesce(flops, 0) = 0 OR peak_flops IS NULL THEN NULL  -- no FLOPs: no FLOP/s bound
             WHEN intensity IS NULL THEN peak_flops / 1e12
             ELSE least(peak_flops, intensity * peak_bytes_per_s) / 1e12
         END AS bound_tflops

@@ -1,4 +1,4 @@
--- depends on: ops, op_launches, op_costs, steps
+-- depends on: ops, op_launches, op_costs, steps, cpu_main_threads
 -- One row per host cpu_op call of a rank trace, with what op_breakdown and module_breakdown sum:
 -- * step: the ProfilerStep whose host window [ts, ts + dur) holds the call's start (NULL outside
 --   every step), the rule gpu_step_windows uses to place a kernel by its launch;
@@ -10,10 +10,13 @@
 --   NULL where the op has no formula;
 -- * phase: backward under an `autograd::engine::evaluate_function:` call, optimizer under an
 --   `Optimizer.` annotation, else forward; module: the call's module path, for a call with none
---   the module of the forward op its kernels are linked to (op_launches.module).
+--   the module of the forward op its kernels are linked to (op_launches.module);
+-- * on_timeline: whether the call is on the timeline the breakdown measures: every thread of a
+--   GPU rank (its time is its kernels'), the main thread of a CPU-only rank (which plays the
+--   device, METHODOLOGY), or every thread of a CPU rank without one.
 CREATE OR REPLACE VIEW op_calls AS
 WITH RECURSIVE host AS (
-    SELECT study, run_id, rank, op_id, parent_id, kind, name, module, ts_unix_ns, dur_ns,
+    SELECT study, run_id, rank, op_id, parent_id, kind, name, module, ts_unix_ns, dur_ns, pid, tid,
         input_dims, input_types, concrete_inputs
     FROM ops
 ),
@@ -92,6 +95,7 @@ placed AS (
 SELECT
     p.study, p.run_id, p.rank,
     g.rank IS NOT NULL AS gpu_rank,
+    g.rank IS NOT NULL OR m.tid IS NULL OR (p.pid = m.pid AND p.tid = m.tid) AS on_timeline,
     CASE WHEN p.ts_unix_ns < p.step_start_ns + p.step_dur_ns THEN p.step END AS step,
     p.op_id, p.name,
     coalesce(p.module, l.launch_module) AS module,
@@ -116,3 +120,4 @@ LEFT JOIN phased AS ph ON p.study = ph.study AND p.run_id = ph.run_id AND p.rank
 LEFT JOIN children AS k ON p.study = k.study AND p.run_id = k.run_id AND p.rank = k.rank AND p.op_id = k.op_id
 LEFT JOIN launched AS l ON p.study = l.study AND p.run_id = l.run_id AND p.rank = l.rank AND p.op_id = l.op_id
 LEFT JOIN gpu_ranks AS g ON p.study = g.study AND p.run_id = g.run_id AND p.rank = g.rank
+LEFT JOIN cpu_main_threads AS m ON p.study = m.study AND p.run_id = m.run_id AND p.rank = m.rank
