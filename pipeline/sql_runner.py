@@ -44,6 +44,19 @@ SEEDS: dict[str, Callable[[], list[tuple[object, ...]]]] = {
     "device_peaks": device_peak_rows,
 }
 
+
+def _fill_op_costs(connection: duckdb.DuckDBPyConnection) -> None:
+    """Evaluate the op signatures `op_costs` lacks (imported here: polars loads only when needed)."""
+    from tracehouse.pipeline.ops.store import fill_op_costs
+
+    fill_op_costs(connection)
+
+
+# Raw tables whose rows tracehouse computes in Python from the warehouse's own data: the runner
+# fills each right after its file runs (its inputs are raw relations, created before it), and the
+# warehouse again after every ingest, before it refreshes the materialized tables.
+FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {"op_costs": _fill_op_costs}
+
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _CREATES = re.compile(r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>TABLE|VIEW)\b", re.IGNORECASE | re.MULTILINE)
 
@@ -206,6 +219,8 @@ def create_relations(
             connection.execute(f.text)
             if f.seeded:
                 fill_seed(connection, f.name)
+            if f.name in FILLED:
+                FILLED[f.name](connection)
             comment(connection, f)
         except duckdb.Error as exc:
             message = one_line(exc)

@@ -21,6 +21,7 @@ from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.partitions import PARQUET_DIR, write_empty_partitions
 from tracehouse.pipeline.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
 from tracehouse.pipeline.sql_runner import (
+    FILLED,
     RAW_LAYER,
     SEEDS,
     SqlFile,
@@ -239,22 +240,15 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
     if not force and not missing_relations(connection) and _meta(connection, "sql_digest") == digest:
         for name in SEEDS:  # rows edited by hand go back (and change the inputs stamp)
             fill_seed(connection, name)
-        _fill_op_costs(connection)
+        for fill in FILLED.values():  # before the materialized tables that read them
+            fill(connection)
         refresh_materialized(connection, files)
         return []
     with transaction(connection, checkpoint=True):  # all or nothing; one commit for ~100 files
         names = create_relations(connection, files)
-        _fill_op_costs(connection)
         _set_meta(connection, "sql_digest", digest)
         _record_stamps(connection)
     return names
-
-
-def _fill_op_costs(connection: duckdb.DuckDBPyConnection) -> None:
-    """Evaluate the op signatures `op_costs` lacks (imported here: polars is not loaded before)."""
-    from tracehouse.pipeline.ops.store import fill_op_costs
-
-    fill_op_costs(connection)
 
 
 def refresh_materialized(

@@ -70,7 +70,7 @@ def con() -> duckdb.DuckDBPyConnection:
         "tid VARCHAR)"
     )
     # the relations under test, over the hand-built raw tables above
-    wanted = ["raw/op_costs", "seeds/device_peaks", "views/staging/op_calls", "views/marts/op_breakdown",
+    wanted = ["raw/op_costs", "seeds/device_peaks", "materialized/op_calls", "views/marts/op_breakdown",
               "views/marts/module_breakdown"]  # fmt: skip
     files = [
         sql_file(w.rsplit("/", 1)[1], w.rsplit("/", 1)[0], (SQL / f"{w}.sql").read_text()) for w in wanted

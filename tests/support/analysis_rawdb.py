@@ -224,7 +224,6 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     """Run every seeds, view and materialized-table file, in their declared dependency order."""
     unfilled = [f for f in load_sql_files() if f.name in UNFILLED_RAW]
     create_relations(con, unfilled + view_files())
-    fill_op_costs(con)  # the ingest fills it after registering the files
 
 
 def refresh(con: duckdb.DuckDBPyConnection) -> None:

@@ -14,7 +14,9 @@
 -- * on_timeline: whether the call is on the timeline the breakdown measures: every thread of a
 --   GPU rank (its time is its kernels'), the main thread of a CPU-only rank (which plays the
 --   device, METHODOLOGY), or every thread of a CPU rank without one.
-CREATE OR REPLACE VIEW op_calls AS
+-- A TABLE, refreshed by the warehouse after ingest (op_costs is filled before): the public views
+-- over it answer from any working directory, and the tree walks run once per ingest.
+CREATE OR REPLACE TABLE op_calls AS
 WITH RECURSIVE host AS (
     SELECT study, run_id, rank, op_id, parent_id, kind, name, module, ts_unix_ns, dur_ns, pid, tid,
         input_dims, input_types, concrete_inputs
