@@ -9,6 +9,7 @@ import duckdb
 import pytest
 from support.tracebuilder import _x, cpu_op, kernel, runtime, step, write_trace
 from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.warehouse import connect
 
 BASE = 1_700_000_000 * 10**9
 
@@ -138,8 +139,7 @@ def test_analyze_prints_the_same_warnings(tmp_path, capsys):
 
 
 def op_coverage(wh) -> dict[int, tuple]:
-    with duckdb.connect(str(wh / "tracehouse.duckdb"), read_only=True) as c:
-        c.execute("SET file_search_path = ?", [str(wh)])
+    with connect(wh, read_only=True) as c:
         rows = c.sql(
             "SELECT rank, n_ops, n_ops_with_shapes, n_ops_in_modules, n_op_launches, n_linked_launches, "
             "n_memory_events, has_shapes, has_modules, has_memory, op_gaps FROM trace_coverage"

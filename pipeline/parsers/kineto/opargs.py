@@ -71,27 +71,41 @@ def scanned_op_args(
         mine = entries[entries[:, 1] == field_ids[attr]]
         last = np.append(mine[1:, 0] != mine[:-1, 0], True) if len(mine) else np.zeros(0, bool)
         mine = mine[last]  # a key repeated in one event's args: the last one counts, as in msgspec
-        binary = _slices(buffer, mine[:, 2], mine[:, 3])
-        full = pl.repeat(None, height, dtype=pl.String, eager=True).alias(column)
-        texts[column] = full.scatter(mine[:, 0], utf8_texts(binary)) if len(mine) else full
+        texts[column] = utf8_texts(_column(buffer, height, mine[:, 0], mine[:, 2], mine[:, 3])).alias(column)
     return {
         **{c: int_texts(texts[c]).alias(c) for c in INT_ARGS},
         **{c: texts[c] for c in TEXT_ARGS},
     }
 
 
-def _slices(buffer: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pl.Series:
-    """data[start:end] for each pair, in order (ranges ascending, not overlapping): one Arrow take.
+def _column(
+    buffer: pa.Buffer, height: int, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> pl.Series:
+    """A Binary column of `height` rows: data[start:end] at each of `rows` (ascending), NULL elsewhere.
 
-    The offsets start0, end0, start1, end1, ... make an array whose even items are the ranges
-    and odd items the gaps between them; no copy until the take.
+    The offsets start0, end0, start1, end1, ... over the file's bytes make an array whose even
+    items are the ranges (the odd ones the gaps between them); one Arrow take copies the ranges
+    out, and their lengths placed at their rows give the full column's offsets (no scatter).
     """
-    if len(starts) == 0:
-        return pl.Series([], dtype=pl.Binary)
+    if len(rows) == 0:
+        return pl.repeat(None, height, dtype=pl.Binary, eager=True)
     offsets = np.empty(2 * len(starts), np.int64)
     offsets[0::2], offsets[1::2] = starts, ends
     pieces = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buffer]
     )
     taken = pieces.take(arrow.int64s(np.arange(0, len(offsets) - 1, 2)))  # not pa.array: it imports pandas
-    return pl.Series(pl.from_arrow(taken)).cast(pl.Binary)
+    first = int(np.frombuffer(taken.buffers()[1], np.int64)[taken.offset])  # where its values start
+    lengths = np.zeros(height, np.int64)
+    lengths[rows] = ends - starts
+    full_offsets = np.zeros(height + 1, np.int64)
+    np.cumsum(lengths, out=full_offsets[1:])
+    present = np.zeros(height, bool)
+    present[rows] = True
+    column = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        height,
+        [arrow.validity(present), pa.py_buffer(full_offsets), taken.buffers()[2].slice(first)],
+        null_count=height - len(rows),
+    )
+    return pl.Series(pl.from_arrow(column)).cast(pl.Binary)
