@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+from tracehouse.pipeline.parsers.kineto import arrow
 from tracehouse.pipeline.parsers.kineto.limits import int64_or_none
 
 # raw frame column -> structs.ARG_FIELDS attribute
@@ -23,7 +24,6 @@ OP_ARGS: dict[str, pl.DataType] = {
     **{c: pl.Int64 for c in INT_ARGS},
     **{c: pl.String for c in TEXT_ARGS},
 }
-_INTEGER = r"^-?[0-9]+$"
 
 
 def utf8_texts(binary: pl.Series) -> pl.Series:
@@ -37,9 +37,12 @@ def utf8_texts(binary: pl.Series) -> pl.Series:
 
 
 def int_texts(text: pl.Series) -> pl.Series:
-    """JSON texts of integers within int64 as Int64; anything else (floats, strings, true) NULL."""
-    integer = text.str.contains(_INTEGER).fill_null(False)
-    return pl.select(pl.when(integer).then(text).cast(pl.Int64, strict=False)).to_series()
+    """JSON texts of integers within int64 as Int64; anything else (floats, strings, true) NULL.
+
+    Polars reads only plain integer text as an integer ("1.0", "1e3", "true" and '"5"' are NULL),
+    and the texts are valid JSON values (the scanner declines anything else).
+    """
+    return text.cast(pl.Int64, strict=False)
 
 
 def decoded_op_args(arg: Any) -> dict[str, pl.Series]:
@@ -68,27 +71,41 @@ def scanned_op_args(
         mine = entries[entries[:, 1] == field_ids[attr]]
         last = np.append(mine[1:, 0] != mine[:-1, 0], True) if len(mine) else np.zeros(0, bool)
         mine = mine[last]  # a key repeated in one event's args: the last one counts, as in msgspec
-        binary = _slices(buffer, mine[:, 2], mine[:, 3])
-        full = pl.Series(column, [None] * height, dtype=pl.String)
-        texts[column] = full.scatter(mine[:, 0], utf8_texts(binary)) if len(mine) else full
+        texts[column] = utf8_texts(_column(buffer, height, mine[:, 0], mine[:, 2], mine[:, 3])).alias(column)
     return {
         **{c: int_texts(texts[c]).alias(c) for c in INT_ARGS},
         **{c: texts[c] for c in TEXT_ARGS},
     }
 
 
-def _slices(buffer: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pl.Series:
-    """data[start:end] for each pair, in order (ranges ascending, not overlapping): one Arrow take.
+def _column(
+    buffer: pa.Buffer, height: int, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> pl.Series:
+    """A Binary column of `height` rows: data[start:end] at each of `rows` (ascending), NULL elsewhere.
 
-    The offsets start0, end0, start1, end1, ... make an array whose even items are the ranges
-    and odd items the gaps between them; no copy until the take.
+    The offsets start0, end0, start1, end1, ... over the file's bytes make an array whose even
+    items are the ranges (the odd ones the gaps between them); one Arrow take copies the ranges
+    out, and their lengths placed at their rows give the full column's offsets (no scatter).
     """
-    if len(starts) == 0:
-        return pl.Series([], dtype=pl.Binary)
+    if len(rows) == 0:
+        return pl.repeat(None, height, dtype=pl.Binary, eager=True)
     offsets = np.empty(2 * len(starts), np.int64)
     offsets[0::2], offsets[1::2] = starts, ends
     pieces = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buffer]
     )
-    taken = pieces.take(pa.array(np.arange(0, len(offsets) - 1, 2, dtype=np.int64)))
-    return pl.Series(pl.from_arrow(taken)).cast(pl.Binary)
+    taken = pieces.take(arrow.int64s(np.arange(0, len(offsets) - 1, 2)))  # not pa.array: it imports pandas
+    first = int(np.frombuffer(taken.buffers()[1], np.int64)[taken.offset])  # where its values start
+    lengths = np.zeros(height, np.int64)
+    lengths[rows] = ends - starts
+    full_offsets = np.zeros(height + 1, np.int64)
+    np.cumsum(lengths, out=full_offsets[1:])
+    present = np.zeros(height, bool)
+    present[rows] = True
+    column = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        height,
+        [arrow.validity(present), pa.py_buffer(full_offsets), taken.buffers()[2].slice(first)],
+        null_count=height - len(rows),
+    )
+    return pl.Series(pl.from_arrow(column)).cast(pl.Binary)
