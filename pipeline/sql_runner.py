@@ -26,6 +26,7 @@ import duckdb
 from tracehouse.pipeline.common.comm_vocabulary import seed_rows as comm_vocabulary_rows
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.common.hardware import seed_rows as device_peak_rows
+from tracehouse.pipeline.ops.version import formulas_version
 from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
 
 SQL_PACKAGE = "tracehouse.sql"
@@ -56,6 +57,9 @@ def _fill_op_costs(connection: duckdb.DuckDBPyConnection) -> None:
 # fills each right after its file runs (its inputs are raw relations, created before it), and the
 # warehouse again after every ingest, before it refreshes the materialized tables.
 FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {"op_costs": _fill_op_costs}
+# The version of the code that computes each FILLED table's rows: part of the warehouse's SQL
+# digest, so new formulas rebuild the table and everything computed from it.
+FILLED_VERSIONS: dict[str, Callable[[], str]] = {"op_costs": formulas_version}
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _CREATES = re.compile(r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>TABLE|VIEW)\b", re.IGNORECASE | re.MULTILINE)

@@ -7,13 +7,10 @@ the refresh costs what the new signatures cost, not what the new events do.
 
 from __future__ import annotations
 
-import hashlib
-from functools import cache
-from pathlib import Path
-
 import duckdb
 import polars as pl
 from tracehouse.pipeline.ops.costs import FORMULA_OF, SIGNATURE_COLUMNS, op_costs
+from tracehouse.pipeline.ops.version import formulas_version
 
 COLUMNS = (*SIGNATURE_COLUMNS, "formula", "flops", "bytes", "dtype", "formulas_version")
 _NEW_SIGNATURES = """
@@ -28,15 +25,6 @@ WHERE o.kind = 'cpu_op' AND list_contains(?, o.name)
             AND c.concrete_inputs IS NOT DISTINCT FROM o.concrete_inputs
     )
 """
-
-
-@cache
-def formulas_version() -> str:
-    """A digest of the formula modules' sources: rows computed by other formulas are stale."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _has(connection: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -49,3 +49,14 @@ def test_a_warehouse_without_ops_is_left_alone() -> None:
     con = duckdb.connect()
     create_relations(con, [f for f in load_sql_files() if f.name == "op_costs"])
     assert store.fill_op_costs(con) == 0
+
+
+def test_new_formulas_change_the_warehouse_sql_digest(monkeypatch) -> None:
+    # a warehouse whose digest differs rebuilds every relation: op_costs is refilled (rows of
+    # other formulas purged) and op_calls recomputed from it
+    from tracehouse.pipeline import sql_runner, warehouse
+
+    files = load_sql_files()
+    before = warehouse.sql_digest(files)
+    monkeypatch.setitem(sql_runner.FILLED_VERSIONS, "op_costs", lambda: "other formulas")
+    assert warehouse.sql_digest(files) != before
