@@ -26,6 +26,7 @@ import duckdb
 from tracehouse.pipeline.common.comm_vocabulary import seed_rows as comm_vocabulary_rows
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.common.hardware import seed_rows as device_peak_rows
+from tracehouse.pipeline.ops.version import formulas_version
 from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
 
 SQL_PACKAGE = "tracehouse.sql"
@@ -43,6 +44,22 @@ SEEDS: dict[str, Callable[[], list[tuple[object, ...]]]] = {
     "comm_vocabulary": comm_vocabulary_rows,
     "device_peaks": device_peak_rows,
 }
+
+
+def _fill_op_costs(connection: duckdb.DuckDBPyConnection) -> None:
+    """Evaluate the op signatures `op_costs` lacks (imported here: polars loads only when needed)."""
+    from tracehouse.pipeline.ops.store import fill_op_costs
+
+    fill_op_costs(connection)
+
+
+# Raw tables whose rows tracehouse computes in Python from the warehouse's own data: the runner
+# fills each right after its file runs (its inputs are raw relations, created before it), and the
+# warehouse again after every ingest, before it refreshes the materialized tables.
+FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {"op_costs": _fill_op_costs}
+# The version of the code that computes each FILLED table's rows: part of the warehouse's SQL
+# digest, so new formulas rebuild the table and everything computed from it.
+FILLED_VERSIONS: dict[str, Callable[[], str]] = {"op_costs": formulas_version}
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _CREATES = re.compile(r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>TABLE|VIEW)\b", re.IGNORECASE | re.MULTILINE)
@@ -206,6 +223,8 @@ def create_relations(
             connection.execute(f.text)
             if f.seeded:
                 fill_seed(connection, f.name)
+            if f.name in FILLED:
+                FILLED[f.name](connection)
             comment(connection, f)
         except duckdb.Error as exc:
             message = one_line(exc)

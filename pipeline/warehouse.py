@@ -21,6 +21,8 @@ from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.partitions import PARQUET_DIR, write_empty_partitions
 from tracehouse.pipeline.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
 from tracehouse.pipeline.sql_runner import (
+    FILLED,
+    FILLED_VERSIONS,
     RAW_LAYER,
     SEEDS,
     SqlFile,
@@ -239,6 +241,8 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
     if not force and not missing_relations(connection) and _meta(connection, "sql_digest") == digest:
         for name in SEEDS:  # rows edited by hand go back (and change the inputs stamp)
             fill_seed(connection, name)
+        for fill in FILLED.values():  # before the materialized tables that read them
+            fill(connection)
         refresh_materialized(connection, files)
         return []
     with transaction(connection, checkpoint=True):  # all or nothing; one commit for ~100 files
@@ -357,12 +361,15 @@ def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def sql_digest(files: list[SqlFile]) -> str:
-    """A digest of every SQL file's name and text, of the rows of every seeds/ table and of the comments."""
+    """A digest of every SQL file's name and text, of the rows of every seeds/ table, of the code
+    that fills the FILLED tables and of the comments."""
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.label):
         digest.update(f"{f.label}\0{f.text}\0".encode())
         if f.seeded:
             digest.update(f"{sorted(SEEDS[f.name]())!r}\0".encode())
+        if f.name in FILLED_VERSIONS:  # new formulas: the rows computed from them are outdated
+            digest.update(f"{FILLED_VERSIONS[f.name]()}\0".encode())
         if f.name in contracts_by_relation():  # a changed meaning is an outdated comment
             digest.update(f"{comment_statements(contracts_by_relation()[f.name], '')!r}\0".encode())
     return digest.hexdigest()

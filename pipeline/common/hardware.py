@@ -1,4 +1,5 @@
-"""Peak dense FLOP/s per device and dtype: the denominator of MFU.
+"""Peak dense FLOP/s per device and dtype (the denominator of MFU), peak memory bandwidth per
+device, and the roofline bound they set for an op of a given arithmetic intensity.
 
 Imports no torch (the report prints this table). Values are the vendors' datasheet numbers
 for dense math (no 2:4 sparsity), per device; SXM/OAM parts unless the name says otherwise.
@@ -26,6 +27,20 @@ PEAK_FLOPS: dict[str, dict[str, float]] = {
 }
 SOURCE = "vendor datasheets, dense (no sparsity), per device"
 
+# Device key (as in PEAK_FLOPS) -> peak memory (HBM) bandwidth in bytes/s, the datasheets' figures.
+PEAK_BYTES_PER_S: dict[str, float] = {
+    "H100 PCIe": 2.0e12,  # NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe 80GB, 2 TB/s
+    "H100 NVL": 3.9e12,  # same datasheet, H100 NVL (94 GB per GPU), 3.9 TB/s
+    "H200 NVL": 4.8e12,  # NVIDIA H200 datasheet, H200 NVL 141 GB HBM3e, 4.8 TB/s
+    "H100": 3.35e12,  # H100 datasheet, H100 SXM 80GB HBM3, 3.35 TB/s
+    "H200": 4.8e12,  # H200 datasheet, H200 SXM 141 GB HBM3e, 4.8 TB/s
+    "GB200": 8.0e12,  # GB200 NVL72 datasheet, per Blackwell GPU: 186 GB HBM3e, 8 TB/s
+    "B200": 8.0e12,  # HGX B200 datasheet: 64 TB/s over 8 GPUs
+    "A100": 2.039e12,  # NVIDIA A100 datasheet, A100 80GB SXM 2,039 GB/s (the 40 GB part: 1,555 GB/s)
+    "V100": 900e9,  # NVIDIA V100 datasheet, SXM2 and PCIe, 900 GB/s
+    "MI300X": 5.3e12,  # AMD Instinct MI300X data sheet, 192 GB HBM3, 5.3 TB/s
+}
+
 
 def device_key(device_name: str | None) -> str | None:
     """The table key a device name matches, or None."""
@@ -46,6 +61,27 @@ def peak_flops(device_name: str | None, dtype: str | None) -> float | None:
     return PEAK_FLOPS[key].get(dtype)
 
 
+def peak_bytes_per_s(device_name: str | None) -> float | None:
+    """Peak memory bandwidth of one device in bytes/s, or None when unknown."""
+    key = device_key(device_name)
+    return None if key is None else PEAK_BYTES_PER_S.get(key)
+
+
+def roofline_flops(peak: float | None, bandwidth: float | None, intensity: float | None) -> float | None:
+    """The roofline bound in FLOP/s: min(peak, intensity · bandwidth); intensity in FLOPs per byte.
+
+    An op with no known bytes (intensity None) is bound by the peak alone; an unknown peak or
+    bandwidth gives None rather than a guess.
+    """
+    if peak is None:
+        return None
+    if intensity is None:
+        return peak
+    if bandwidth is None:
+        return None
+    return min(peak, intensity * bandwidth)
+
+
 # The first CUDA compute capability with bf16 tensor cores (Ampere, sm_80); V100 (7.0) and
 # Turing (7.5) train in fp16 instead.
 BF16_CAPABILITY = (8, 0)
@@ -63,10 +99,10 @@ def training_dtype(device_type: str, capability: tuple[int, int] | None = None) 
     return "bf16" if tuple(capability) >= BF16_CAPABILITY else "fp16"
 
 
-def seed_rows() -> list[tuple[int, str, str, float]]:
-    """(match_order, device key, dtype, FLOP/s) rows of the SQL table device_peaks."""
+def seed_rows() -> list[tuple[int, str, str, float, float]]:
+    """(match_order, device key, dtype, FLOP/s, bytes/s) rows of the SQL table device_peaks."""
     return [
-        (order, key, dtype, value)
+        (order, key, dtype, value, PEAK_BYTES_PER_S[key])
         for order, (key, by_dtype) in enumerate(PEAK_FLOPS.items())
         for dtype, value in sorted(by_dtype.items())
     ]

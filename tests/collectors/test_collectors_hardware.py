@@ -96,3 +96,54 @@ def test_the_collectors_take_the_dtype_from_the_one_function() -> None:
     assert "training_dtype(device_type" in (collectors / "run_manifest.py").read_text()
     parallel = (collectors / "parallel.py").read_text()
     assert "training_dtype(" in parallel and "dtype=torch.bfloat16, enabled=device.type" not in parallel
+
+
+@pytest.mark.parametrize(
+    ("device", "bandwidth"),
+    [
+        ("NVIDIA H100 80GB HBM3", 3.35e12),
+        ("NVIDIA H100 PCIe", 2.0e12),  # the PCIe part's HBM2e, not the SXM part's HBM3
+        ("NVIDIA H200", 4.8e12),
+        ("NVIDIA A100-SXM4-80GB", 2.039e12),
+        ("AMD Instinct MI300X", 5.3e12),
+        ("Intel(R) Xeon(R) Processor", None),
+    ],
+)
+def test_peak_bandwidth(device: str, bandwidth: float | None) -> None:
+    from tracehouse.pipeline.common.hardware import peak_bytes_per_s
+
+    assert peak_bytes_per_s(device) == bandwidth
+
+
+def test_every_peak_device_has_a_bandwidth() -> None:
+    from tracehouse.pipeline.common.hardware import PEAK_BYTES_PER_S
+
+    assert set(PEAK_BYTES_PER_S) == set(PEAK_FLOPS)
+
+
+def test_roofline_bound_is_the_lower_of_peak_and_intensity_times_bandwidth() -> None:
+    from tracehouse.pipeline.common.hardware import roofline_flops
+
+    # H100 SXM bf16: the ridge point is 989.4e12 / 3.35e12 = 295.3 FLOP/byte
+    assert roofline_flops(989.4e12, 3.35e12, 10.0) == 33.5e12  # memory-bound
+    assert roofline_flops(989.4e12, 3.35e12, 1000.0) == 989.4e12  # compute-bound
+    assert roofline_flops(989.4e12, 3.35e12, None) == 989.4e12  # bytes unknown: the peak
+    assert roofline_flops(None, 3.35e12, 10.0) is None
+    assert roofline_flops(989.4e12, None, 10.0) is None
+
+
+def test_device_peaks_gains_bandwidth_in_an_old_warehouse() -> None:
+    import duckdb
+    from tracehouse.pipeline.sql_runner import create_relations, load_sql_files
+
+    con = duckdb.connect()
+    # the table as a warehouse made before the bandwidth column holds it
+    con.execute(
+        "CREATE TABLE device_peaks (match_order INTEGER NOT NULL, device_key VARCHAR NOT NULL, "
+        "dtype VARCHAR NOT NULL, peak_flops DOUBLE NOT NULL, PRIMARY KEY (device_key, dtype))"
+    )
+    create_relations(con, [f for f in load_sql_files() if f.name == "device_peaks"])
+    got = con.execute(
+        "SELECT peak_bytes_per_s FROM device_peaks WHERE device_key = 'H100' AND dtype = 'bf16'"
+    )
+    assert got.fetchall() == [(3.35e12,)]

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FRAMES = ("events", "steps", "collectives", "threads", "process_groups")
 # A shared object to load as the C scanner instead of the installed one (sanitizer, portable builds).
 SCANNER_SO_VARIABLE = "TRACEHOUSE_FUZZ_SCANNER_SO"
 # "module:function" parsing instead of parse_trace (the oracle's own tests plant faults with it).
@@ -80,7 +79,9 @@ def verdict(path: Path, fast: Outcome, slow: Outcome, *, scanner_built: bool) ->
 
 
 def _frames_differ(fast: Any, slow: Any) -> str | None:
-    for name in FRAMES:
+    from tracehouse.pipeline.partitions import TRACE_TABLES  # every frame that becomes a table
+
+    for name in TRACE_TABLES:
         a, b = getattr(fast, name), getattr(slow, name)
         if a.schema != b.schema or not a.equals(b):
             return f"frames differ: {name}"

@@ -13,10 +13,11 @@ from support.tracebuilder import cpu_op, kernel, process_name, runtime, thread_n
 from tracehouse.pipeline.common.errors import TraceFormatError
 from tracehouse.pipeline.parsers.kineto.fastscan import available
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
+from tracehouse.pipeline.partitions import TRACE_TABLES
 
 pytestmark = pytest.mark.skipif(not available(), reason="the optional _kineto_scan extension is not built")
 
-FRAMES = ("events", "steps", "collectives", "threads", "process_groups")
+FRAMES = TRACE_TABLES  # every frame of ParsedTrace that becomes a table
 TRACES = sorted(str(p.relative_to(SHARED_DATA)) for p in (SHARED_DATA / "traces").glob("*/*.json*"))
 BASE = 1_700_000_000_000_000_000
 

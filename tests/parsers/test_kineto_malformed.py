@@ -19,8 +19,9 @@ from tracehouse.pipeline.parsers.kineto.fastscan import available
 from tracehouse.pipeline.parsers.kineto.limits import DEPTH_ERROR, MAX_DEPTH
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
+from tracehouse.pipeline.partitions import TRACE_TABLES
 
-FRAMES = ("events", "steps", "collectives", "threads", "process_groups")
+FRAMES = TRACE_TABLES  # every frame of ParsedTrace that becomes a table
 OK = None  # the expected reason of a file that parses
 
 EXPECTED = {

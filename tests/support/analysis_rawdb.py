@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
+from tracehouse.pipeline.ops.store import fill_op_costs
 from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 US = 1000  # ns per µs: hand-made tests write times in µs for readability
@@ -24,6 +25,8 @@ RAW_TABLES: dict[str, dict[str, pl.DataType]] = {
     "collectives_raw": schema.COLLECTIVES,
     "threads": schema.THREADS,
     "process_groups": schema.PROCESS_GROUPS,
+    "ops": schema.OPS,
+    "op_launches": schema.OP_LAUNCHES,
 }
 TRACES: dict[str, pl.DataType] = {
     "study": pl.String,
@@ -40,6 +43,13 @@ TRACES: dict[str, pl.DataType] = {
     "n_device_events": pl.Int64,
     "n_streamless_device_events": pl.Int64,
     "unknown_categories": pl.String,
+    # what the op-level views can use (NULL: not counted by the hand-made tests)
+    "n_ops": pl.Int64,
+    "n_ops_with_shapes": pl.Int64,
+    "n_ops_in_modules": pl.Int64,
+    "n_op_launches": pl.Int64,
+    "n_linked_launches": pl.Int64,
+    "n_memory_events": pl.Int64,
 }
 RUN_MANIFESTS: dict[str, pl.DataType] = {
     "study": pl.String,
@@ -147,6 +157,8 @@ def fill(
     events: list[dict] = (),
     steps: list[dict] = (),
     collectives: list[dict] = (),
+    ops: list[dict] = (),
+    op_launches: list[dict] = (),
     traces: list[dict] = (),
     manifests: list[dict] = (),
     power: list[dict] = (),
@@ -161,6 +173,8 @@ def fill(
         "collectives_raw": list(collectives),
         "threads": [],
         "process_groups": [],
+        "ops": list(ops),
+        "op_launches": list(op_launches),
     }
     for table, rows_ in frames.items():
         register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
@@ -175,6 +189,7 @@ def fill(
         pl.DataFrame([{"study": study, "run_id": run_id, **p} for p in power], schema=POWER),
     )
     if _has_materialized(con):
+        fill_op_costs(con)
         refresh(con)
 
 
@@ -202,7 +217,7 @@ def view_files() -> list[SqlFile]:
 
 
 # Raw tables `fill` does not stand in for: their own SQL creates them (empty) for the views that read them.
-UNFILLED_RAW = ("network_curve_points",)
+UNFILLED_RAW = ("network_curve_points", "op_costs")
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -233,7 +248,9 @@ def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict]:
 def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.DuckDBPyConnection:
     """A connection over ParsedTrace frames; each item is (parsed, {study, run_id, rank})."""
     con = raw_db()
-    for table, attr in (("events", "events"), ("steps", "steps"), ("collectives_raw", "collectives")):
+    tables = (("events", "events"), ("steps", "steps"), ("collectives_raw", "collectives"), ("ops", "ops"),
+              ("op_launches", "op_launches"))  # fmt: skip
+    for table, attr in tables:
         frames = []
         for trace, key in parsed:
             frame = getattr(trace, attr)
@@ -248,5 +265,6 @@ def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.Duc
                 )
             )
         register(con, table, pl.concat(frames, how="diagonal_relaxed"))
+    fill_op_costs(con)
     refresh(con)
     return con

@@ -42,6 +42,11 @@ def bools(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), len(values), [None, _bits(values)])
 
 
+def validity(flags: np.ndarray) -> pa.Buffer:
+    """A validity bitmap (True: the value is present)."""
+    return _bits(flags)
+
+
 def _bits(flags: np.ndarray) -> pa.Buffer:
     """Booleans as arrow's bit-packed layout (a validity bitmap or boolean data)."""
     return pa.py_buffer(np.packbits(np.asarray(flags, dtype=bool), bitorder="little"))

@@ -1,0 +1,142 @@
+"""op_calls, op_breakdown and module_breakdown on a hand-built rank, against hand-computed values.
+
+Rank 0 (an H100, bf16), step 7: linear(x [4, 8], w [16, 8]) > mm([4, 8], [8, 16]) launching a
+1 µs kernel, then add_([4, 16], [4, 16]) launching a 0.5 µs kernel; a backward mm under
+autograd's evaluate_function launching a 2 µs kernel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from tracehouse.pipeline.ops.store import fill_op_costs
+from tracehouse.pipeline.sql_runner import create_relations, sql_file
+
+SQL = Path(__file__).resolve().parents[2] / "sql"
+
+BF16 = '"c10::BFloat16"'
+OPS = [
+    # op_id, parent_id, kind, name, ts, dur, dims, types, module
+    (1, None, "cpu_op", "aten::linear", 1000, 100, "[[4, 8], [16, 8], []]", f'[{BF16}, {BF16}, ""]', "fc"),
+    (2, 1, "cpu_op", "aten::mm", 1010, 80, "[[4, 8], [8, 16]]", f"[{BF16}, {BF16}]", "fc"),
+    (
+        3,
+        None,
+        "cpu_op",
+        "aten::add_",
+        1200,
+        20,
+        "[[4, 16], [4, 16], []]",
+        f'[{BF16}, {BF16}, "Scalar"]',
+        None,
+    ),
+    (4, None, "cpu_op", "autograd::engine::evaluate_function: MmBackward0", 2000, 300, None, None, None),
+    (5, 4, "cpu_op", "aten::mm", 2010, 200, "[[16, 4], [4, 8]]", f"[{BF16}, {BF16}]", None),
+]
+LAUNCHES = [(2, 1000, "fc"), (3, 500, None), (5, 2000, "fc")]  # op_id, dur_ns, module
+
+
+@pytest.fixture
+def con() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE ops (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, parent_id BIGINT, "
+        "kind VARCHAR, name VARCHAR, ts_unix_ns BIGINT, dur_ns BIGINT, input_dims VARCHAR, "
+        "input_types VARCHAR, concrete_inputs VARCHAR, module VARCHAR, pid VARCHAR DEFAULT '1', "
+        "tid VARCHAR DEFAULT '1')"
+    )
+    con.executemany(
+        "INSERT INTO ops VALUES ('s', 'r', 0, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, '1', '1')",
+        [list(o) for o in OPS],
+    )
+    con.execute(
+        "CREATE TABLE op_launches (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, "
+        "dur_ns BIGINT, module VARCHAR)"
+    )
+    con.executemany("INSERT INTO op_launches VALUES ('s', 'r', 0, ?, ?, ?)", [list(x) for x in LAUNCHES])
+    con.execute(
+        "CREATE TABLE steps AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, 7::BIGINT AS step, "
+        "0::BIGINT AS ts_unix_ns, 10000::BIGINT AS dur_ns"
+    )
+    con.execute(
+        "CREATE TABLE traces AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, "
+        "'NVIDIA H100 80GB HBM3' AS device_name"
+    )
+    # a GPU rank has no main thread
+    con.execute(
+        "CREATE TABLE cpu_main_threads (study VARCHAR, run_id VARCHAR, rank INTEGER, pid VARCHAR, "
+        "tid VARCHAR)"
+    )
+    # the relations under test, over the hand-built raw tables above
+    wanted = ["raw/op_costs", "seeds/device_peaks", "materialized/op_calls", "views/marts/op_breakdown",
+              "views/marts/module_breakdown"]  # fmt: skip
+    files = [
+        sql_file(w.rsplit("/", 1)[1], w.rsplit("/", 1)[0], (SQL / f"{w}.sql").read_text()) for w in wanted
+    ]
+    create_relations(con, files)
+    fill_op_costs(con)
+    return con
+
+
+def test_op_breakdown_hand_computed(con) -> None:
+    rows = con.execute(
+        "SELECT op, module, calls, device_us, host_us, flops, bytes, achieved_tflops, achieved_gbps, "
+        "intensity, bound_tflops, bound_frac FROM op_breakdown ORDER BY op, module NULLS LAST"
+    ).fetchall()
+    by_key = {(r[0], r[1]): r[2:] for r in rows}
+    # the forward mm: 2·4·8·16 FLOPs, bf16 bytes 2·(32 + 128 + 64), 1 µs on the device
+    calls, device_us, host_us, flops, moved, tflops, gbps, intensity, bound, frac = by_key[
+        ("aten::mm", "fc")
+    ][:10]
+    assert (calls, device_us, host_us, flops, moved) == (2, 3.0, 0.28, 1024 + 1024, 448 + 2 * (64 + 32 + 128))
+    assert tflops == pytest.approx(2048 / 3.0 / 1e6)
+    assert gbps == pytest.approx(896 / 3.0 / 1e3)
+    assert intensity == pytest.approx(2048 / 896)
+    assert bound == pytest.approx(min(989.4e12, 2048 / 896 * 3.35e12) / 1e12)
+    assert frac == pytest.approx(tflops / bound)
+    # the composite linear carries no FLOPs (its mm does) and no bytes; its self time is 20 ns
+    assert by_key[("aten::linear", "fc")][:5] == (1, 0.0, 0.02, 0, 0)
+    # add_: 64 FLOPs, 3 bf16 tensors of 64 elements, 0.5 µs
+    add = by_key[("aten::add_", None)]
+    assert add[:5] == (1, 0.5, 0.02, 64, 384)
+    # an op with no formula: NULL FLOPs and bound, never 0
+    evaluate = by_key[("autograd::engine::evaluate_function: MmBackward0", None)]
+    assert evaluate[3] is None and evaluate[8] is None
+
+
+def test_op_calls_phase_and_backward_module(con) -> None:
+    rows = con.execute("SELECT op_id, phase, module, step FROM op_calls ORDER BY op_id").fetchall()
+    assert rows == [
+        (1, "forward", "fc", 7),
+        (2, "forward", "fc", 7),
+        (3, "forward", None, 7),
+        (4, "backward", None, 7),
+        (5, "backward", "fc", 7),  # no module of its own: its kernel's (the forward op's)
+    ]
+
+
+def test_module_breakdown_rolls_up_by_module_and_phase(con) -> None:
+    rows = con.execute(
+        "SELECT module, phase, calls, device_us, flops FROM module_breakdown "
+        "ORDER BY module NULLS LAST, phase"
+    ).fetchall()
+    assert rows == [
+        ("fc", "backward", 1, 2.0, 1024),
+        ("fc", "forward", 2, 1.0, 1024),
+        (None, "backward", 1, 0.0, None),
+        (None, "forward", 1, 0.5, 64),
+    ]
+
+
+@pytest.mark.parametrize("relation", ["op_breakdown", "module_breakdown"])
+def test_contract_columns_and_checks_hold(con, relation: str) -> None:
+    from tracehouse.pipeline.view_docs import contracts_by_relation
+
+    contract = contracts_by_relation()[relation]
+    got = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {relation})").fetchall())
+    assert {c.name: c.type for c in contract.columns} == got
+    for check in contract.checks:
+        bad = con.execute(f"SELECT count(*) FROM {relation} WHERE ({check}) IS NOT TRUE").fetchall()
+        assert bad == [(0,)], check
