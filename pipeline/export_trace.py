@@ -220,9 +220,9 @@ class _Builder:
     def idle(self, w: dict) -> None:
         """One idle_causes row, over its step window, named by its largest cause."""
         causes = {k: w[k] for k in ("idle_host_wait_us", "idle_device_wait_us", "idle_unknown_us")}
-        known = {k: v for k, v in causes.items() if v is not None}
-        top = max(known, key=known.get).removeprefix("idle_").removesuffix("_us") if known else "unclassified"
-        name = f"idle {w['idle_us']:.1f} us ({top.replace('_', ' ')})"
+        known = {k: v for k, v in causes.items() if v}
+        top = max(known, key=known.get).removeprefix("idle_").removesuffix("_us") if known else None
+        name = f"idle {w['idle_us']:.1f} us" + (f" (mostly {top.replace('_', ' ')})" if top else "")
         args = {"step": w["step"], "idle_us": w["idle_us"], **causes}
         dur_ns = round(w["window_us"] * 1000)
         self._span(w["rank"], IDLE_LANE, name, w["window_start_unix_ns"], dur_ns, args, "overlay")
