@@ -1,4 +1,4 @@
--- depends on: gpu_events, events
+-- depends on: gpu_events, launch_calls
 -- Kernel launch statistics per rank (HTA's get_cuda_kernel_launch_stats, summarised): for every
 -- GPU event (kernel, memcpy, memset) whose launching runtime call is in the trace, the delay from
 -- that call's start to the event's start (events.launch_ts_unix_ns: the earliest runtime call
@@ -8,32 +8,14 @@
 -- One row per rank with GPU events; a rank none of whose events has its launch in the trace
 -- has launched = 0 and NULL figures.
 CREATE OR REPLACE VIEW launch_stats AS
-WITH device AS (
-    SELECT study, run_id, rank, correlation, start_ns, end_ns, launch_ns
-    FROM gpu_events
-),
-launches AS (
-    SELECT DISTINCT study, run_id, rank, correlation, launch_ns
-    FROM device
-    WHERE launch_ns IS NOT NULL
-),
-calls AS (
-    -- the launching call: the runtime event with the correlation that starts at launch_ns
-    SELECT l.study, l.run_id, l.rank, l.correlation, l.launch_ns, min(e.dur_ns) AS call_ns
-    FROM launches AS l
-    JOIN events AS e
-        ON e.study = l.study AND e.run_id = l.run_id AND e.rank = l.rank
-        AND e.correlation = l.correlation AND e.ts_unix_ns = l.launch_ns AND e.kind = 'runtime'
-    GROUP BY l.study, l.run_id, l.rank, l.correlation, l.launch_ns
-),
-paired AS (
+WITH paired AS (
     SELECT
         d.study, d.run_id, d.rank, d.launch_ns,
         d.start_ns - d.launch_ns AS delay_ns,
         CASE WHEN c.call_ns IS NOT NULL THEN greatest(d.start_ns - d.launch_ns - c.call_ns, 0) END AS after_call_ns,
         d.end_ns - d.start_ns < c.call_ns AS shorter
-    FROM device AS d
-    LEFT JOIN calls AS c
+    FROM gpu_events AS d
+    LEFT JOIN launch_calls AS c
         ON d.study = c.study AND d.run_id = c.run_id AND d.rank = c.rank
         AND d.correlation = c.correlation AND d.launch_ns = c.launch_ns
 )
