@@ -36,9 +36,21 @@ PARQUET_TABLES: dict[str, dict[str, pl.DataType]] = {
     "collectives": {**_TRACE_KEYS, **schema.COLLECTIVES},
     "threads": {**_TRACE_KEYS, **schema.THREADS},
     "process_groups": {**_TRACE_KEYS, **schema.PROCESS_GROUPS},
+    "ops": {**_TRACE_KEYS, **schema.OPS},
+    "op_launches": {**_TRACE_KEYS, **schema.OP_LAUNCHES},
+    "memory_events": {**_TRACE_KEYS, **schema.MEMORY_EVENTS},
     "power_samples": {**_POWER_KEYS, **schema.POWER_SAMPLES},
 }
-TRACE_TABLES = ("events", "steps", "collectives", "threads", "process_groups")
+TRACE_TABLES = (
+    "events",
+    "steps",
+    "collectives",
+    "threads",
+    "process_groups",
+    "ops",
+    "op_launches",
+    "memory_events",
+)
 CHECKSUM_CHUNK = 1 << 20
 
 

@@ -54,6 +54,67 @@ EVENTS: dict[str, pl.DataType] = {
     "launch_ts_unix_ns": pl.Int64,
 }
 
+# One row per host op-tree event (kinds cpu_op, python_function, user_annotation) of a rank
+# trace. The tree is per (pid, tid): an op's parent is the innermost host event of those kinds
+# on the same thread whose [ts, ts + dur] encloses it (ties: the longer, then the earlier in the
+# file, is outside). Args are kept as written. See kineto/ops.
+OPS: dict[str, pl.DataType] = {
+    "op_id": pl.Int64,  # the event's index among the trace's complete (ph X) events: unique per rank
+    "parent_id": pl.Int64,  # op_id of the innermost enclosing host event; NULL at top level
+    "depth": pl.Int32,  # 0 at top level, parent's depth + 1 below
+    "kind": pl.String,  # cpu_op | python_function | user_annotation
+    "name": pl.String,
+    "ts_unix_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "pid": pl.String,
+    "tid": pl.String,
+    "external_id": pl.Int64,  # args["External id"]
+    "sequence_number": pl.Int64,  # args["Sequence number"] (autograd), NULL unless an integer
+    "fwd_thread_id": pl.Int64,  # args["Fwd thread id"]: set on backward ops, NULL unless an integer
+    "input_dims": pl.String,  # args["Input Dims"]: the JSON text as written, NULL when absent
+    "input_types": pl.String,  # args["Input type"]: JSON text as written
+    "concrete_inputs": pl.String,  # args["Concrete Inputs"]: JSON text as written
+    # the nn.Module path above the op (itself included): the names of the enclosing
+    # `nn.Module: X` python_function events, outermost first, joined by "/" (prefix dropped);
+    # NULL where no module event encloses it (a trace without with_modules)
+    "module": pl.String,
+}
+
+# One row per GPU event (kind kernel, memcpy, memset) of a rank trace: which host op launched it.
+OP_LAUNCHES: dict[str, pl.DataType] = {
+    "event_id": pl.Int64,  # the GPU event's index among the trace's complete events (as ops.op_id)
+    "kind": pl.String,  # kernel | memcpy | memset
+    "name": pl.String,
+    "ts_unix_ns": pl.Int64,  # start on the device
+    "dur_ns": pl.Int64,
+    "stream": pl.Int64,
+    "correlation": pl.Int64,
+    # the innermost cpu_op enclosing the runtime call with the same correlation (earliest such
+    # call), on that call's thread; else the cpu_op with the GPU event's External id (2020-2021
+    # traces link so); NULL when neither is in the trace
+    "op_id": pl.Int64,
+    # backward kernels: the forward op of their autograd node. The launching op or its nearest
+    # cpu_op ancestor with a non-zero `Fwd thread id` (a backward op) gives a sequence number;
+    # the forward op is the outermost cpu_op with that number and `Fwd thread id` 0 or none on
+    # the same pid (then the earliest, then the lowest op_id); NULL for forward kernels
+    "fwd_op_id": pl.Int64,
+    "module": pl.String,  # the module path of op_id, else of fwd_op_id (backward kernels)
+}
+
+# One row per `[memory]` instant event (ph i; profile_memory=True): an allocation (bytes > 0)
+# or a free (bytes < 0) by the caching allocator. Values as written (bytes).
+MEMORY_EVENTS: dict[str, pl.DataType] = {
+    "ts_unix_ns": pl.Int64,
+    "pid": pl.String,
+    "tid": pl.String,
+    "device_type": pl.Int32,  # args["Device Type"]: c10 DeviceType (0 CPU, 1 CUDA/HIP)
+    "device": pl.Int32,  # args["Device Id"]: -1 for CPU
+    "addr": pl.Int64,  # args["Addr"]
+    "bytes": pl.Int64,  # args["Bytes"]: signed, negative for a free
+    "total_allocated": pl.Int64,  # args["Total Allocated"] on that device after the event
+    "total_reserved": pl.Int64,  # args["Total Reserved"] on that device after the event
+}
+
 # One row per step number on the rank's loop thread (the (pid, tid) holding the most host
 # `ProfilerStep#N` events): its earliest `ProfilerStep#N` event. See steps.
 STEPS: dict[str, pl.DataType] = {

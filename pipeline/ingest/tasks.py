@@ -342,6 +342,7 @@ def _trace_row(job: TraceJob, parsed: Any, rank: int, source: str, size: int, co
         "decoder": meta.decoder,
         "utf8_replaced": meta.utf8_replaced,
         **coverage_facts(parsed.events),
+        **op_facts(parsed),
     }
 
 
@@ -361,6 +362,19 @@ def coverage_facts(events: pl.DataFrame) -> dict[str, Any]:
         "unknown_categories": json.dumps(
             {"(no category)" if cat is None else cat: n for cat, n in unknown.iter_rows()}
         ),
+    }
+
+
+def op_facts(parsed: Any) -> dict[str, int]:
+    """What the op-level views can use: ops (with shapes, in modules), linked GPU events, memory events."""
+    ops, launches = parsed.ops, parsed.op_launches
+    return {
+        "n_ops": ops.height,
+        "n_ops_with_shapes": ops.height - ops["input_dims"].null_count(),
+        "n_ops_in_modules": ops.height - ops["module"].null_count(),
+        "n_op_launches": launches.height,
+        "n_linked_launches": launches.height - launches["op_id"].null_count(),
+        "n_memory_events": parsed.memory_events.height,
     }
 
 

@@ -31,6 +31,12 @@ CREATE TABLE IF NOT EXISTS traces (
     n_device_events BIGINT,  -- kernel, memcpy and memset events with a stream: the GPU rule's input
     n_streamless_device_events BIGINT,  -- kernel, memcpy and memset events without a stream arg
     unknown_categories VARCHAR,  -- JSON object: event category tracehouse does not know -> events
+    n_ops BIGINT,  -- rows in ops: host cpu_op, python_function and user_annotation events
+    n_ops_with_shapes BIGINT,  -- ops with `Input Dims` (profiler record_shapes=True)
+    n_ops_in_modules BIGINT,  -- ops inside an `nn.Module:` event (profiler with_modules=True)
+    n_op_launches BIGINT,  -- rows in op_launches: kernel, memcpy and memset events
+    n_linked_launches BIGINT,  -- op_launches rows linked to the op that launched them
+    n_memory_events BIGINT,  -- rows in memory_events (profiler profile_memory=True)
     UNIQUE (study, run_id, rank)
 );
 -- Warehouses made before these columns existed gain them (NULL for the traces already there).
@@ -39,3 +45,9 @@ ALTER TABLE traces ADD COLUMN IF NOT EXISTS utf8_replaced BOOLEAN;
 ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_device_events BIGINT;
 ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_streamless_device_events BIGINT;
 ALTER TABLE traces ADD COLUMN IF NOT EXISTS unknown_categories VARCHAR;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_ops BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_ops_with_shapes BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_ops_in_modules BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_op_launches BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_linked_launches BIGINT;
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS n_memory_events BIGINT;

@@ -24,7 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FRAMES = ("events", "steps", "collectives", "threads", "process_groups")
+FRAMES = (
+    "events",
+    "steps",
+    "collectives",
+    "threads",
+    "process_groups",
+    "ops",
+    "op_launches",
+    "memory_events",
+)
 # A shared object to load as the C scanner instead of the installed one (sanitizer, portable builds).
 SCANNER_SO_VARIABLE = "TRACEHOUSE_FUZZ_SCANNER_SO"
 # "module:function" parsing instead of parse_trace (the oracle's own tests plant faults with it).

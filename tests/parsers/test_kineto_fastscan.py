@@ -16,7 +16,16 @@ from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
 pytestmark = pytest.mark.skipif(not available(), reason="the optional _kineto_scan extension is not built")
 
-FRAMES = ("events", "steps", "collectives", "threads", "process_groups")
+FRAMES = (
+    "events",
+    "steps",
+    "collectives",
+    "threads",
+    "process_groups",
+    "ops",
+    "op_launches",
+    "memory_events",
+)
 TRACES = sorted(str(p.relative_to(SHARED_DATA)) for p in (SHARED_DATA / "traces").glob("*/*.json*"))
 BASE = 1_700_000_000_000_000_000
 

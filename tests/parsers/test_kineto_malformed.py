@@ -20,7 +20,16 @@ from tracehouse.pipeline.parsers.kineto.limits import DEPTH_ERROR, MAX_DEPTH
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
 
-FRAMES = ("events", "steps", "collectives", "threads", "process_groups")
+FRAMES = (
+    "events",
+    "steps",
+    "collectives",
+    "threads",
+    "process_groups",
+    "ops",
+    "op_launches",
+    "memory_events",
+)
 OK = None  # the expected reason of a file that parses
 
 EXPECTED = {

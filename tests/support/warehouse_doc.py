@@ -35,6 +35,23 @@ RELATIONS = {
         "process_groups",
         "one row per process group in a trace's `distributedInfo.pg_config`",
     ),
+    "ops": (
+        "ops",
+        "one row per host op-tree event (kinds cpu_op, python_function, user_annotation) of a registered"
+        " rank trace; `op_id` is the event's index among the trace's complete events (as parsed, the same"
+        " with and without the C scanner); the tree is per (pid, tid)",
+    ),
+    "op_launches": (
+        "op_launches",
+        "one row per GPU event (kind kernel, memcpy, memset) of a registered rank trace, with the op"
+        " that launched it; `event_id`, `op_id` and `fwd_op_id` are indices among the trace's complete"
+        " events, so `op_id` joins `ops.op_id` within one (study, run_id, rank)",
+    ),
+    "memory_events": (
+        "memory_events",
+        "one row per `[memory]` instant event (`ph: i`, written by profile_memory=True) of a registered"
+        " rank trace, in file order",
+    ),
     "power_samples_raw": ("power_samples", "one row per sample of a registered power log"),
     "traces": (None, "one row per ingested rank trace (content hash)"),
     "power_files": (None, "one row per ingested power log (content hash)"),
@@ -302,6 +319,9 @@ def render() -> str:
         "collectives": "COLLECTIVES",
         "threads": "THREADS",
         "process_groups": "PROCESS_GROUPS",
+        "ops": "OPS",
+        "op_launches": "OP_LAUNCHES",
+        "memory_events": "MEMORY_EVENTS",
         "power_samples": "POWER_SAMPLES",
     }
     parts = [HEADER]

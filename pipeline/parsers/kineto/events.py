@@ -18,6 +18,7 @@ from tracehouse.pipeline.parsers.kineto.limits import (
     int64_or_none,
     shown,
 )
+from tracehouse.pipeline.parsers.kineto.opargs import OP_ARGS, decoded_op_args
 from tracehouse.pipeline.parsers.kineto.timestamps import float_to_ns
 from tracehouse.pipeline.schema import EVENTS, THREADS
 
@@ -34,7 +35,7 @@ MetaRow = tuple[str | None, str | None, str | None, str | None]
 class EventRows:
     """What both event paths (C scanner, msgspec batches) hand to `parse_trace`."""
 
-    raw: pl.DataFrame  # complete events: _row, cat, name, pid, tid, hot args, ts_ns/dur_ns (no base)
+    raw: pl.DataFrame  # complete events: _row, cat, name, pid, tid, hot args, op args, ts_ns/dur_ns (no base)
     comm_args: pl.DataFrame  # commargs.COMM_ARGS, keyed by _row
     metas: list[MetaRow]
     loose: bool
@@ -121,6 +122,7 @@ def raw_columns(path: Path, xs: list[Any], loose: bool) -> pl.DataFrame:
             "device": _ints(arg("device"), loose),
             "correlation": _ints(arg("correlation"), loose),
             "external_id": external,
+            **decoded_op_args(arg),
         }
     )
 
@@ -187,7 +189,7 @@ def _launch(columns: list[str], base_time_ns: int) -> pl.Expr:
 
 
 def events_frame(raw: pl.DataFrame, base_time_ns: int) -> tuple[pl.DataFrame, int]:
-    """(EVENTS columns plus `_row`, `_comm`, `_step`; the count of dropped negative durations).
+    """(EVENTS columns plus `_row`, `_comm`, `_step`, the op args; the count of dropped negative durations).
 
     One lazy query: absolute times, negative durations dropped, launch times. A `device`
     outside int32 becomes NULL (no real device index is that large).
@@ -202,7 +204,8 @@ def events_frame(raw: pl.DataFrame, base_time_ns: int) -> tuple[pl.DataFrame, in
         _launch(raw.columns, base_time_ns).alias("launch_ts_unix_ns"),
         pl.when(in_int32).then(device).alias("device"),
     ).select(
-        [pl.col(c).cast(t) for c, t in EVENTS.items()] + [pl.col("_row"), pl.col("_comm"), pl.col("_step")]
+        [pl.col(c).cast(t) for c, t in EVENTS.items()]
+        + [pl.col("_row"), pl.col("_comm"), pl.col("_step"), *map(pl.col, OP_ARGS)]
     )
     return full.collect(), negative
 

@@ -23,7 +23,8 @@ from tracehouse.pipeline.parsers.kineto.decode import first_byte, replace_invali
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS, RUNTIME_KIND, EventRows, MetaRow
 from tracehouse.pipeline.parsers.kineto.limits import SCANNER_LIMITS
 from tracehouse.pipeline.parsers.kineto.names import category_facts, is_comm_name, kind_of, name_facts
-from tracehouse.pipeline.parsers.kineto.structs import ARG_FIELDS, TopLevelFields
+from tracehouse.pipeline.parsers.kineto.opargs import scanned_op_args
+from tracehouse.pipeline.parsers.kineto.structs import ARG_FIELDS, OP_ARG_FIELDS, TopLevelFields
 
 try:
     from tracehouse.pipeline.parsers.kineto import _kineto_scan
@@ -36,7 +37,8 @@ SIDE_FIELDS = sorted(
     ((attr, key, typ) for attr, key, typ in ARG_FIELDS if typ is Any or typ is msgspec.Raw),
     key=lambda f: f[0] != "meta_name",
 )
-_SIDE_KEYS = tuple((key.encode(), typ is Any) for _, key, typ in SIDE_FIELDS)
+# (key, decoded, every row): the op args are kept for every complete event (packed side_rows).
+_SIDE_KEYS = tuple((key.encode(), typ is Any, attr in OP_ARG_FIELDS) for attr, key, typ in SIDE_FIELDS)
 _FIELD_ID = {attr: i for i, (attr, _, _) in enumerate(SIDE_FIELDS)}
 _DECODED = {attr for attr, _, typ in SIDE_FIELDS if typ is Any}
 _TOP_DECODER = msgspec.json.Decoder(TopLevelFields)  # built once: msgspec's recommended use
@@ -99,6 +101,7 @@ def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
     flagged = {e // CHUNK_EVENTS for e in cols["invalid_utf8_events"]}
     side = _side_texts(data, cols["side"], flagged)
     xs = _complete(cols)
+    xs = xs.with_columns(**scanned_op_args(data, cols["side_rows"], _FIELD_ID, xs.height))
     candidates = xs["_comm"].arg_true().to_list()
     return EventRows(
         raw=xs,

@@ -44,6 +44,7 @@ Decisions (details in the modules of this package):
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from tracehouse.pipeline.common.errors import TraceFormatError
@@ -58,10 +59,12 @@ from tracehouse.pipeline.parsers.kineto.events import (
     threads_frame,
 )
 from tracehouse.pipeline.parsers.kineto.fastscan import scan_trace
+from tracehouse.pipeline.parsers.kineto.memory import memory_frame
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel, process_groups_frame, top_level, trace_meta
+from tracehouse.pipeline.parsers.kineto.ops import host_ops, launches_frame, ops_frame
 from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
 from tracehouse.pipeline.parsers.kineto.steps import steps_frame
-from tracehouse.pipeline.schema import EVENTS
+from tracehouse.pipeline.schema import EVENTS, MEMORY_EVENTS, empty_frame
 
 # Set to 0 in the environment to turn the C scanner off (the msgspec path reads every file).
 SCANNER_VARIABLE = "TRACEHOUSE_SCANNER"
@@ -88,8 +91,10 @@ def parse_trace(path: str | Path, *, scanner: bool | None = None) -> ParsedTrace
         del fields
         rows = chunk_rows(path, events, invalid_utf8=top_replaced)
         del events
+    parsed = _parsed(path, top, rows)
+    memory = memory_frame(path, data, top.base_time_ns or 0)
     del data
-    return _parsed(path, top, rows)
+    return replace(parsed, memory_events=memory)
 
 
 def scanner_enabled() -> bool:
@@ -105,6 +110,7 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     check_times(path, raw, top.base_time_ns or 0)
     full, negative = events_frame(raw, top.base_time_ns or 0)
     extra = {"decoder": rows.decoder}
+    host = host_ops(full)
     return ParsedTrace(
         meta=trace_meta(
             top,
@@ -117,5 +123,8 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
         collectives=collectives_frame(full, rows.comm_args, top),
         threads=threads_frame(rows.metas),
         process_groups=process_groups_frame(top),
+        ops=ops_frame(host),
+        op_launches=launches_frame(full, host),
+        memory_events=empty_frame(MEMORY_EVENTS),
         extra=extra,
     )

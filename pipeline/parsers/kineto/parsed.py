@@ -36,4 +36,7 @@ class ParsedTrace:
     collectives: pl.DataFrame
     threads: pl.DataFrame
     process_groups: pl.DataFrame
+    ops: pl.DataFrame
+    op_launches: pl.DataFrame
+    memory_events: pl.DataFrame
     extra: dict[str, str] = field(default_factory=dict)

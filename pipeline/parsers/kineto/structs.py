@@ -34,7 +34,11 @@ ARG_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("sequence_number", "Sequence number", Any),
     ("input_dims", "Input Dims", msgspec.Raw),
     ("input_type", "Input type", msgspec.Raw),
+    ("concrete_inputs", "Concrete Inputs", msgspec.Raw),
+    ("fwd_thread_id", "Fwd thread id", Any),
 )
+# The args every host op keeps (OPS columns), by attribute: read for every complete event.
+OP_ARG_FIELDS = ("sequence_number", "fwd_thread_id", "input_dims", "input_type", "concrete_inputs")
 
 
 def _arg_type(typ: Any, loose: bool) -> Any:

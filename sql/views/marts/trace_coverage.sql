@@ -1,7 +1,8 @@
 -- depends on: traces, window_breakdown, runs
 -- Which rule gave each ingested rank its breakdown, or why it has none, and whether its run has
 -- every rank's trace (nothing is missing silently). Reads only DuckDB tables: the parse-time
--- facts of `traces`, the breakdown and the runs' world sizes.
+-- facts of `traces`, the breakdown and the runs' world sizes. The op-level columns say what the
+-- op, module and memory views have to work with per rank (NULL: ingested before tracehouse kept ops).
 CREATE OR REPLACE VIEW trace_coverage AS
 WITH measured AS (
     SELECT
@@ -30,6 +31,7 @@ reasons AS (
         t.n_steps,
         t.n_device_events,
         t.n_streamless_device_events,
+        t.n_ops, t.n_ops_with_shapes, t.n_ops_in_modules, t.n_op_launches, t.n_linked_launches, t.n_memory_events,
         u.categories AS unknown_categories,
         CASE
             WHEN m.step_windows > 0 THEN NULL
@@ -72,6 +74,20 @@ SELECT
                 '{} kernel/memcpy/memset events carry no stream arg and are not counted as device activity',
                 n_streamless_device_events) END
         ), '') || format('; the breakdown uses the {} rule', rule)
-    ) AS warning
+    ) AS warning,
+    n_ops, n_ops_with_shapes, n_ops_in_modules, n_op_launches, n_linked_launches, n_memory_events,
+    n_ops_with_shapes > 0 AS has_shapes,
+    n_ops_in_modules > 0 AS has_modules,
+    n_memory_events > 0 AS has_memory,
+    -- what the op-level views lack for this rank, one line; NULL when it lacks nothing
+    CASE WHEN n_ops IS NULL THEN 'no op tables (ingested by an older tracehouse): re-ingest the trace'
+    ELSE nullif(concat_ws('; ',
+        CASE WHEN n_ops = 0 THEN 'no host ops (no cpu_op events)' END,
+        CASE WHEN n_ops > 0 AND n_ops_with_shapes = 0 THEN 'no input shapes (profiled without record_shapes)' END,
+        CASE WHEN n_ops > 0 AND n_ops_in_modules = 0 THEN 'no module paths (profiled without with_modules)' END,
+        CASE WHEN n_op_launches > n_linked_launches THEN format('{} of {} GPU events not linked to a host op',
+            n_op_launches - n_linked_launches, n_op_launches) END,
+        CASE WHEN n_memory_events = 0 THEN 'no memory events (profiled without profile_memory)' END
+    ), '') END AS op_gaps
 FROM reasons AS r
 JOIN run_ranks AS k ON r.study = k.study AND r.run_id = k.run_id;

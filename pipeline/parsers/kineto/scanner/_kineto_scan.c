@@ -7,7 +7,8 @@ is null, else 1 + index; pid/tid numbers become their decimal text); ts/dur as e
 "<col>_valid" byte per row. Metadata (ph "M") events become "meta_name"/"meta_pid"/"meta_tid"
 codes. The rare args named in `side_keys` (tuple of (key bytes, decoded)) are returned as
 (row, field, start, end, event) byte ranges of their raw JSON value; Python decodes those
-few. `name_filter(name)` and `cat_filter(cat)` are called once per unique name / category,
+few. A side key given as (key, decoded, True) is also kept for every complete event, as the
+same five int64 per entry packed in "side_rows" (the op args: no Python object per event). `name_filter(name)` and `cat_filter(cat)` are called once per unique name / category,
 in code order, and answer a small int ("name_answers" / "cat_answers", one byte per code):
 comm args are kept only for events whose name answers non-zero, and "launch" (see
 launch_times) takes categories answering 1 as runtime calls and 2 as GPU events.
@@ -101,7 +102,7 @@ static PyObject *result(Ctx *c) {
         rc = set_bytes(out, INT_NAMES[i], &c->ints[i]) || set_bytes(out, key, &c->int_valid[i]);
     }
     PyObject *side = side_list(c);
-    rc = rc || !side || set_bytes(out, "top", &c->top) || PyDict_SetItemString(out, "side", side) ||
+    rc = rc || !side || set_bytes(out, "top", &c->top) || set_bytes(out, "side_rows", &c->side_rows) || PyDict_SetItemString(out, "side", side) ||
          PyDict_SetItemString(out, "invalid_utf8_events", c->invalid_events);
     Py_XDECREF(side);
     PyObject *rows = Py_BuildValue("(LLL)", (long long)c->rows_x, (long long)c->rows_m, (long long)c->events);
@@ -124,6 +125,7 @@ static void ctx_free(Ctx *c) {
     for (int i = 0; i < 3; i++) buf_free(&c->meta[i]);
     free(c->scratch.p);
     free(c->side.p);
+    free(c->side_rows.p);
     Py_XDECREF(c->invalid_events);
 }
 
@@ -137,9 +139,11 @@ static int read_side_keys(Ctx *c, PyObject *keys) {
         PyObject *item = PyTuple_GET_ITEM(keys, i);
         char *k;
         int decoded;
-        if (!PyArg_ParseTuple(item, "y#p", &k, &c->side_len[i], &decoded)) return -1;
+        int all = 0;
+        if (!PyArg_ParseTuple(item, "y#p|p", &k, &c->side_len[i], &decoded, &all)) return -1;
         c->side_key[i] = k;
         c->side_decoded[i] = decoded;
+        c->side_all[i] = all;
         if (c->side_len[i]) c->side_sig |= 1ull << side_sig(k, (size_t)c->side_len[i]);
     }
     return 0;

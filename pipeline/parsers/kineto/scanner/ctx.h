@@ -26,11 +26,13 @@ typedef struct {
     Buf meta[3];                                        /* metadata events: name, pid, tid codes */
     Buf top; /* int64 (start, end) of each top-level member other than traceEvents */
     Buf scratch, side; /* side: Side entries */
+    Buf side_rows;     /* Side entries of side_all fields of every complete event, packed int64 */
     PyObject *invalid_events;
     Py_ssize_t n_side_keys;
     const char *side_key[MAX_SIDE_KEYS];
     Py_ssize_t side_len[MAX_SIDE_KEYS];
     int side_decoded[MAX_SIDE_KEYS];
+    int side_all[MAX_SIDE_KEYS]; /* kept for every complete event, into side_rows */
     uint64_t side_sig; /* bit side_sig(key) set for each side key */
     int64_t rows_x, rows_m, events;
     int max_depth;      /* arrays/objects nested deeper decline the document (kineto/limits.py) */

@@ -73,17 +73,23 @@ static const char *read_field(Ctx *c, const char *p, int id, Event *ev) {
 
 /* Keep this event's side entries that its kind needs (field 0: metadata name; others: comm
    args of events whose name passed the name filter), with their row index set. */
-static void keep_side(Ctx *c, Event *ev, int64_t row) {
+static int keep_side(Ctx *c, Event *ev, int64_t row) {
     Side *side = (Side *)c->side.p;
     size_t n = c->side.len / sizeof(Side), out = ev->side_start;
     int comm = ev->ph == 'X' && c->dicts[D_NAME].pass.p[ev->code[D_NAME]];
     for (size_t i = ev->side_start; i < n; i++) {
         int meta_field = side[i].field == 0;
+        if (ev->ph == 'X' && !meta_field && c->side_all[side[i].field]) {
+            Side kept = side[i];
+            kept.row = row;
+            if (buf_put(&c->side_rows, &kept, sizeof(kept))) return -1;
+        }
         if (!(ev->ph == 'M' ? meta_field : comm && !meta_field)) continue;
         side[out] = side[i];
         side[out++].row = row;
     }
     c->side.len = out * sizeof(Side);
+    return 0;
 }
 
 /* A row column to exactly cap bytes, kept in a bytes object that becomes the result as it is
@@ -125,8 +131,7 @@ static int emit_meta(Ctx *c, Event *ev) {
         int32_t stored = ev->code[dicts[i]] + 1;
         if (buf_put(&c->meta[i], &stored, 4)) return -1;
     }
-    keep_side(c, ev, c->rows_m++);
-    return 0;
+    return keep_side(c, ev, c->rows_m++);
 }
 
 /* The event as a row (p: where the scan is, for grow_rows). */
@@ -157,8 +162,7 @@ static int emit(Ctx *c, Event *ev, const char *p) {
         c->int_valid[i].p[row] = (char)ev->valid[i];
         c->int_valid[i].len++;
     }
-    keep_side(c, ev, c->rows_x++);
-    return 0;
+    return keep_side(c, ev, c->rows_x++);
 }
 
 static const char *read_event(Ctx *c, const char *p) {
