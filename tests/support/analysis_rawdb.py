@@ -24,6 +24,7 @@ RAW_TABLES: dict[str, dict[str, pl.DataType]] = {
     "collectives_raw": schema.COLLECTIVES,
     "threads": schema.THREADS,
     "process_groups": schema.PROCESS_GROUPS,
+    "memory_events": schema.MEMORY_EVENTS,
 }
 TRACES: dict[str, pl.DataType] = {
     "study": pl.String,
@@ -40,6 +41,12 @@ TRACES: dict[str, pl.DataType] = {
     "n_device_events": pl.Int64,
     "n_streamless_device_events": pl.Int64,
     "unknown_categories": pl.String,
+    "n_ops": pl.Int64,
+    "n_ops_with_shapes": pl.Int64,
+    "n_ops_in_modules": pl.Int64,
+    "n_op_launches": pl.Int64,
+    "n_linked_launches": pl.Int64,
+    "n_memory_events": pl.Int64,
 }
 RUN_MANIFESTS: dict[str, pl.DataType] = {
     "study": pl.String,
@@ -130,7 +137,7 @@ def _frame(rows: list[dict], columns: dict[str, pl.DataType], defaults: dict) ->
 def raw_db(*, study: str = "s", run_id: str = "r", **tables: list[dict]) -> duckdb.DuckDBPyConnection:
     """A connection holding the raw relations filled with the given rows, views created.
 
-    Keyword arguments: events, steps, collectives, traces, manifests, power (lists of rows).
+    Keyword arguments: events, steps, collectives, traces, manifests, power, memory (lists of rows).
     """
     con = duckdb.connect()
     fill(con, study=study, run_id=run_id, **tables)
@@ -150,6 +157,7 @@ def fill(
     traces: list[dict] = (),
     manifests: list[dict] = (),
     power: list[dict] = (),
+    memory: list[dict] = (),
     study: str = "s",
     run_id: str = "r",
 ) -> None:
@@ -161,6 +169,7 @@ def fill(
         "collectives_raw": list(collectives),
         "threads": [],
         "process_groups": [],
+        "memory_events": list(memory),
     }
     for table, rows_ in frames.items():
         register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
@@ -233,7 +242,13 @@ def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict]:
 def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.DuckDBPyConnection:
     """A connection over ParsedTrace frames; each item is (parsed, {study, run_id, rank})."""
     con = raw_db()
-    for table, attr in (("events", "events"), ("steps", "steps"), ("collectives_raw", "collectives")):
+    pairs = (
+        ("events", "events"),
+        ("steps", "steps"),
+        ("collectives_raw", "collectives"),
+        ("memory_events", "memory_events"),
+    )
+    for table, attr in pairs:
         frames = []
         for trace, key in parsed:
             frame = getattr(trace, attr)
