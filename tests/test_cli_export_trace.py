@@ -132,3 +132,24 @@ def test_errors_are_one_line(sample_warehouse, tmp_path, capsys):
     assert main(["export-trace", RUN, "--step", "3", "--warehouse", wh, "-o", str(missing)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "folder does not exist" in err and not missing.parent.exists()
+
+
+def test_two_steps_hold_each_event_once(sample_warehouse, tmp_path):
+    """An event overlapping both steps (a thread-long span) is exported once, duplicates in the trace kept."""
+    out = tmp_path / "two.json"
+    with open_for_query(sample_warehouse) as con:
+        export_trace(con, RUN, [3, 2], out)
+        want = rows(
+            con,
+            "SELECT e.rank, e.name, e.ts_unix_ns, e.dur_ns FROM events AS e "
+            f"WHERE e.run_id = '{RUN}' AND e.dur_ns >= 0 AND EXISTS (SELECT 1 FROM steps AS s "
+            "WHERE s.study = e.study AND s.run_id = e.run_id AND s.rank = e.rank AND s.step IN (2, 3) "
+            "AND e.ts_unix_ns < s.ts_unix_ns + s.dur_ns AND e.ts_unix_ns + e.dur_ns >= s.ts_unix_ns)",
+        )
+    document = json.loads(out.read_text())
+    got = Counter(
+        (e["pid"], e["name"], unix_ns(document, e), round(e["dur"] * 1000)) for e in spans(document)
+    )
+    assert got == Counter((r["rank"], r["name"], r["ts_unix_ns"], r["dur_ns"]) for r in want)
+    assert document["otherData"]["steps"] == [2, 3]
+    assert {e["args"]["step"] for e in spans(document)} == {2, 3}
