@@ -52,7 +52,8 @@ SLICED = ("tracelens/h100_bert_small.json.gz", "tracelens/mi210_gpu_only.json.gz
           "tracelens/mi300_sglang_decode.json.gz", "kineto/resnet50_bare_array_2020.pt.trace.json.gz",
           "hta/nccl_parser_config_rank0.json.gz", "tracelens/mi300_ddp_rank0_of8.json.gz")
 SLICE_EVENTS = 300
-INTERESTING = ("nccl", "gloo", "ProfilerStep", "record_param_comms", "Memcpy", "cudaLaunch")
+INTERESTING = ("nccl", "gloo", "ProfilerStep", "record_param_comms", "Memcpy", "cudaLaunch", "[memory]",
+               "nn.Module")
 
 NUMBERS = [b"1e400", b"-1e400", b"1e308", b"1.7976931348623157e308", b"1.7976931348623159e308", b"1e-400",
            b"-0", b"0", b"-1", b"-0.0", b"2147483647", b"2147483648", b"-2147483649", b"9007199254740992",
@@ -75,7 +76,9 @@ OTHERS = [b"true", b"false", b"null", b"[]", b"{}", b"[1,2]", b"[[1,2],[3]]", b'
 EVENT_KEYS = ("ph", "ts", "dur", "pid", "tid", "args", "name", "cat")
 ARG_KEYS = ("stream", "correlation", "External id", "external id", "device", "name", "Collective name",
             "In msg nelems", "Out msg nelems", "Group size", "dtype", "Process Group Name",
-            "Process Group Description", "Seq", "Sequence number", "Input Dims", "Input type")
+            "Process Group Description", "Seq", "Sequence number", "Input Dims", "Input type",
+            "Concrete Inputs", "Fwd thread id", "Device Type", "Device Id", "Addr", "Bytes",
+            "Total Allocated", "Total Reserved")
 TOP_KEYS = ("baseTimeNanoseconds", "distributedInfo", "deviceProperties", "computeProperties",
             "schemaVersion", "host_name", "hostname", "traceEvents")
 INFO_KEYS = ("rank", "world_size", "backend", "pg_config")

@@ -135,3 +135,57 @@ def test_analyze_prints_the_same_warnings(tmp_path, capsys):
     assert warnings == [
         "tracehouse analyze: warning: rank 1 of run s/run: no device events and no ProfilerStep: no breakdown"
     ]
+
+
+def op_coverage(wh) -> dict[int, tuple]:
+    with duckdb.connect(str(wh / "tracehouse.duckdb"), read_only=True) as c:
+        c.execute("SET file_search_path = ?", [str(wh)])
+        rows = c.sql(
+            "SELECT rank, n_ops, n_ops_with_shapes, n_ops_in_modules, n_op_launches, n_linked_launches, "
+            "n_memory_events, has_shapes, has_modules, has_memory, op_gaps FROM trace_coverage"
+        ).fetchall()
+        linked = c.sql(
+            "SELECT l.rank, l.name, o.name, o.module FROM op_launches AS l "
+            "LEFT JOIN ops AS o ON l.content_hash = o.content_hash AND l.op_id = o.op_id"
+        ).fetchall()
+    return {r[0]: r[1:] for r in rows}, linked
+
+
+MODULE = {
+    "ph": "X",
+    "cat": "python_function",
+    "name": "nn.Module: Net_0",
+    "pid": 100,
+    "tid": 100,
+    "ts": 0,
+    "dur": 90,
+}
+MEMORY = {"ph": "i", "s": "t", "name": "[memory]", "pid": 100, "tid": 100, "ts": 5, "args": {"Bytes": 8}}
+
+
+def test_op_coverage_says_what_each_rank_lacks(tmp_path, capsys):
+    shaped = cpu_op("aten::mm", 5, 40, args={"Input Dims": [[2, 3], [3, 4]]})
+    ingest_json(
+        tmp_path,
+        capsys,
+        {
+            0: [MODULE, shaped, *GPU_STEP, MEMORY],  # everything: shapes, a module, memory, linked
+            1: [cpu_op("aten::mm", 0, 50)],  # an op without shapes, no module, no memory
+            2: STREAMLESS,  # no host ops; two GPU events without a launch
+        },
+    )
+    got, linked = op_coverage(tmp_path / "wh")
+    assert got[0] == (3, 1, 2, 1, 1, 1, True, True, True, None)  # ProfilerStep#1 is an op (user_annotation)
+    assert got[1] == (
+        1, 0, 0, 0, 0, 0, False, False, False,
+        "no input shapes (profiled without record_shapes); no module paths (profiled without with_modules); "
+        "no memory events (profiled without profile_memory)",
+    )  # fmt: skip
+    assert got[2][:9] == (0, 0, 0, 2, 0, 0, False, False, False)
+    assert got[2][9] == (
+        "no host ops (no cpu_op events); 2 of 2 GPU events not linked to a host op; "
+        "no memory events (profiled without profile_memory)"
+    )
+    assert sorted(linked, key=str) == sorted(
+        [(0, "gemm", "aten::mm", "Net_0"), (2, "gemm", None, None), (2, "copy", None, None)], key=str
+    )

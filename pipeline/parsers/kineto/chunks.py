@@ -23,6 +23,7 @@ from tracehouse.pipeline.parsers.kineto.events import (
     raw_columns,
     with_ns,
 )
+from tracehouse.pipeline.parsers.kineto.memory import MEMORY_NAME
 from tracehouse.pipeline.parsers.kineto.names import with_facts
 from tracehouse.pipeline.parsers.kineto.timestamps import needs_text_path, text_to_ns
 
@@ -39,6 +40,7 @@ class _Columns:
     metas: list[Any] = field(default_factory=list)
     loose: bool = False
     invalid_utf8: bool = False
+    memory: bool = False
 
 
 def chunk_rows(path: Path, events: Any, *, invalid_utf8: bool) -> EventRows:
@@ -61,6 +63,7 @@ def chunk_rows(path: Path, events: Any, *, invalid_utf8: bool) -> EventRows:
         loose=cols.loose,
         invalid_utf8=cols.invalid_utf8,
         decoder="loose" if cols.loose else "typed",
+        memory=cols.memory,
     )
 
 
@@ -72,6 +75,7 @@ def _read_chunk(path: Path, raws: list[Any], first_event: int, cols: _Columns) -
     cols.invalid_utf8 |= chunk is not joined
     xs = [e for e in events if e.ph == "X"]
     cols.metas.extend(e for e in events if e.ph == "M")
+    cols.memory = cols.memory or MEMORY_NAME in set(map(attrgetter("name"), events))
     raw = with_facts(raw_columns(path, xs, loose))
     offset = sum(f.height for f in cols.raw)
     cols.comm_args.append(comm_args_frame(xs, raw).with_columns(pl.col("_row") + offset))

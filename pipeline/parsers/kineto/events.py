@@ -41,6 +41,7 @@ class EventRows:
     loose: bool
     invalid_utf8: bool
     decoder: str  # "scan", "typed" or "loose"
+    memory: bool = False  # some event (any ph) is named `[memory]`: memory.memory_frame has rows to read
 
 
 def _ints(values: list[Any], loose: bool) -> pl.Series:

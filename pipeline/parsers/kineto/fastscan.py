@@ -22,6 +22,7 @@ from tracehouse.pipeline.parsers.kineto.commargs import comm_args_rows
 from tracehouse.pipeline.parsers.kineto.decode import first_byte, replace_invalid_utf8
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS, RUNTIME_KIND, EventRows, MetaRow
 from tracehouse.pipeline.parsers.kineto.limits import SCANNER_LIMITS
+from tracehouse.pipeline.parsers.kineto.memory import MEMORY_NAME
 from tracehouse.pipeline.parsers.kineto.names import category_facts, is_comm_name, kind_of, name_facts
 from tracehouse.pipeline.parsers.kineto.opargs import scanned_op_args
 from tracehouse.pipeline.parsers.kineto.structs import ARG_FIELDS, OP_ARG_FIELDS, TopLevelFields
@@ -110,6 +111,7 @@ def _rows(data: bytes, cols: dict[str, Any]) -> EventRows:
         loose=False,
         invalid_utf8=bool(flagged),
         decoder="scan",
+        memory=MEMORY_NAME in cols["name_values"],  # the names of every event, `[memory]` instants too
     )
 
 

@@ -1,15 +1,15 @@
 """MEMORY_EVENTS: the `[memory]` instant events (ph i) that `profile_memory=True` writes.
 
-Neither event path keeps instant events, so both call `memory_frame` on the file's text: one
-memchr-speed search for `"[memory]"` (most traces have none), and only where it is found a
-msgspec decode of the events array into small Structs that keep the memory args (every other
-key skipped). One function for both paths: identical frames by construction.
+Neither event path keeps instant events; both note whether some event is named `[memory]` (the
+scanner's name dictionary holds the names of every event; the msgspec path looks at each batch's
+names), and only then call `memory_frame` on the file's text: a msgspec decode of the events
+array into small Structs that keep the memory args (every other key skipped). One function for
+both paths: identical frames by construction.
 """
 
 from __future__ import annotations
 
 from operator import attrgetter
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -18,10 +18,9 @@ from tracehouse.pipeline.parsers.kineto.decode import first_byte, replace_invali
 from tracehouse.pipeline.parsers.kineto.events import _texts
 from tracehouse.pipeline.parsers.kineto.limits import INT32_MAX, INT32_MIN, int64_or_none
 from tracehouse.pipeline.parsers.kineto.timestamps import text_to_ns
-from tracehouse.pipeline.schema import MEMORY_EVENTS, empty_frame
+from tracehouse.pipeline.schema import MEMORY_EVENTS
 
 MEMORY_NAME = "[memory]"
-_NEEDLE = b'"[memory]"'
 # MEMORY_EVENTS column -> the args key, as Kineto writes it
 ARG_KEYS = {
     "device_type": "Device Type",
@@ -55,14 +54,12 @@ class _Document(msgspec.Struct, gc=False):
     traceEvents: list[MemoryEvent] = []
 
 
-def memory_frame(path: Path, data: Any, base_time_ns: int) -> pl.DataFrame:
-    """MEMORY_EVENTS of the trace (file order); empty when it has no `[memory]` events.
+def memory_frame(data: Any, base_time_ns: int) -> pl.DataFrame:
+    """MEMORY_EVENTS of the trace (file order): its `ph: i` events named `[memory]`.
 
     Rows whose `ts` is not a JSON number are dropped; args that are not integers (or, for
     device_type/device, outside int32) are NULL.
     """
-    if data.find(_NEEDLE) == -1:
-        return empty_frame(MEMORY_EVENTS)
     events = _decode_events(data)
     name = pl.Series(list(map(attrgetter("name"), events)), dtype=pl.String, strict=False)
     ph = pl.Series(list(map(attrgetter("ph"), events)), dtype=pl.String, strict=False)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+from tracehouse.pipeline.parsers.kineto import arrow
 from tracehouse.pipeline.parsers.kineto.limits import int64_or_none
 
 # raw frame column -> structs.ARG_FIELDS attribute
@@ -23,7 +24,6 @@ OP_ARGS: dict[str, pl.DataType] = {
     **{c: pl.Int64 for c in INT_ARGS},
     **{c: pl.String for c in TEXT_ARGS},
 }
-_INTEGER = r"^-?[0-9]+$"
 
 
 def utf8_texts(binary: pl.Series) -> pl.Series:
@@ -37,9 +37,12 @@ def utf8_texts(binary: pl.Series) -> pl.Series:
 
 
 def int_texts(text: pl.Series) -> pl.Series:
-    """JSON texts of integers within int64 as Int64; anything else (floats, strings, true) NULL."""
-    integer = text.str.contains(_INTEGER).fill_null(False)
-    return pl.select(pl.when(integer).then(text).cast(pl.Int64, strict=False)).to_series()
+    """JSON texts of integers within int64 as Int64; anything else (floats, strings, true) NULL.
+
+    Polars reads only plain integer text as an integer ("1.0", "1e3", "true" and '"5"' are NULL),
+    and the texts are valid JSON values (the scanner declines anything else).
+    """
+    return text.cast(pl.Int64, strict=False)
 
 
 def decoded_op_args(arg: Any) -> dict[str, pl.Series]:
@@ -69,7 +72,7 @@ def scanned_op_args(
         last = np.append(mine[1:, 0] != mine[:-1, 0], True) if len(mine) else np.zeros(0, bool)
         mine = mine[last]  # a key repeated in one event's args: the last one counts, as in msgspec
         binary = _slices(buffer, mine[:, 2], mine[:, 3])
-        full = pl.Series(column, [None] * height, dtype=pl.String)
+        full = pl.repeat(None, height, dtype=pl.String, eager=True).alias(column)
         texts[column] = full.scatter(mine[:, 0], utf8_texts(binary)) if len(mine) else full
     return {
         **{c: int_texts(texts[c]).alias(c) for c in INT_ARGS},
@@ -90,5 +93,5 @@ def _slices(buffer: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pl.Serie
     pieces = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buffer]
     )
-    taken = pieces.take(pa.array(np.arange(0, len(offsets) - 1, 2, dtype=np.int64)))
+    taken = pieces.take(arrow.int64s(np.arange(0, len(offsets) - 1, 2)))  # not pa.array: it imports pandas
     return pl.Series(pl.from_arrow(taken)).cast(pl.Binary)

@@ -61,7 +61,7 @@ from tracehouse.pipeline.parsers.kineto.events import (
 from tracehouse.pipeline.parsers.kineto.fastscan import scan_trace
 from tracehouse.pipeline.parsers.kineto.memory import memory_frame
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel, process_groups_frame, top_level, trace_meta
-from tracehouse.pipeline.parsers.kineto.ops import host_ops, launches_frame, ops_frame
+from tracehouse.pipeline.parsers.kineto.ops import host_tree, launches_frame, ops_frame
 from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
 from tracehouse.pipeline.parsers.kineto.steps import steps_frame
 from tracehouse.pipeline.schema import EVENTS, MEMORY_EVENTS, empty_frame
@@ -92,7 +92,7 @@ def parse_trace(path: str | Path, *, scanner: bool | None = None) -> ParsedTrace
         rows = chunk_rows(path, events, invalid_utf8=top_replaced)
         del events
     parsed = _parsed(path, top, rows)
-    memory = memory_frame(path, data, top.base_time_ns or 0)
+    memory = memory_frame(data, top.base_time_ns or 0) if rows.memory else empty_frame(MEMORY_EVENTS)
     del data
     return replace(parsed, memory_events=memory)
 
@@ -110,7 +110,8 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     check_times(path, raw, top.base_time_ns or 0)
     full, negative = events_frame(raw, top.base_time_ns or 0)
     extra = {"decoder": rows.decoder}
-    host = host_ops(full)
+    host = host_tree(full)
+    ops = ops_frame(full, host)
     return ParsedTrace(
         meta=trace_meta(
             top,
@@ -123,7 +124,7 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
         collectives=collectives_frame(full, rows.comm_args, top),
         threads=threads_frame(rows.metas),
         process_groups=process_groups_frame(top),
-        ops=ops_frame(host),
+        ops=ops,
         op_launches=launches_frame(full, host),
         memory_events=empty_frame(MEMORY_EVENTS),
         extra=extra,
