@@ -240,6 +240,28 @@ class Warehouse:
         """One row per kernel or op name of a run: calls, time per rank, class, place by time."""
         return _filtered(self.connection, "top_kernels", {"study": study, "run_id": run})
 
+    def kernel_stats(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
+        """One row per kernel of a run: its call durations' quantiles over all ranks, per-rank spread."""
+        return _filtered(self.connection, "kernel_stats", {"study": study, "run_id": run})
+
+    def launch_stats(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per rank: launch-to-start delays and the GPU events shorter than their launch call."""
+        return _filtered(self.connection, "launch_stats", {"study": study, "run_id": run, "rank": rank})
+
+    def memory_timeline(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per memory event: allocated, reserved and net bytes after it, per rank and device."""
+        return _filtered(self.connection, "memory_timeline", {"study": study, "run_id": run, "rank": rank})
+
+    def step_memory(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per rank, step and device: the peak allocated and reserved bytes."""
+        return _filtered(self.connection, "step_memory", {"study": study, "run_id": run, "rank": rank})
+
     def trace_coverage(
         self, study: str | None = None, run: str | None = None, rank: int | None = None
     ) -> duckdb.DuckDBPyRelation:

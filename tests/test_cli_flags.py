@@ -8,12 +8,13 @@ import shutil
 import pytest
 from tracehouse.pipeline.cli.main import build_parser, main
 
-WRITES = ("report", "analyze", "collect", "calibrate")  # commands that write a file or folder
+WRITES = ("report", "analyze", "collect", "calibrate", "export-trace")  # commands that write a file or folder
 SUMMARIES = (
     "ingest",
     "analyze",
     "report",
     "diff",
+    "export-trace",
     "project",
     "check",
     "forget",
@@ -21,7 +22,17 @@ SUMMARIES = (
     "calibrate",
     "query",
 )
-READS_A_WAREHOUSE = ("ingest", "query", "report", "analyze", "diff", "project", "check", "forget")
+READS_A_WAREHOUSE = (
+    "ingest",
+    "query",
+    "report",
+    "analyze",
+    "diff",
+    "export-trace",
+    "project",
+    "check",
+    "forget",
+)
 
 
 def options(command: str) -> dict[str, object]:

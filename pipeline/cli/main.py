@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.report",
     "tracehouse.pipeline.cli.analyze",
     "tracehouse.pipeline.cli.diff",
+    "tracehouse.pipeline.cli.export_trace",
     "tracehouse.pipeline.cli.calibrate",
     "tracehouse.pipeline.cli.project",
     "tracehouse.pipeline.cli.check",

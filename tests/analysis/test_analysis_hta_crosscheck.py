@@ -13,14 +13,13 @@ import os
 import tempfile
 from pathlib import Path
 
-import polars as pl
 import pytest
 from support.analysis_rawdb import parsed_db, rows
+from support.hta_definitions import as_hta_sees_it
 from support.testdata import SHARED_DATA, shared_path
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
 
-GPU_KINDS = ("kernel", "memcpy", "memset")
 TRACES = [
     "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "hta/nccl_parser_config_rank0.json.gz",
@@ -95,26 +94,6 @@ def hta_results(request) -> dict:
                 cache.set(key, value)
         out[rel] = value
     return out
-
-
-def as_hta_sees_it(cause: str):
-    """An events hook applying HTA's own definition for one known cause, nothing else."""
-
-    def hook(events: pl.DataFrame, trace) -> pl.DataFrame:
-        gpu = pl.col("kind").is_in(GPU_KINDS) & pl.col("stream").is_not_null()
-        if cause == "launchless" and trace.steps.height >= 2:
-            last_end = (trace.steps["ts_unix_ns"] + trace.steps["dur_ns"]).max()
-            launched = pl.col("launch_ts_unix_ns").is_not_null() & (pl.col("launch_ts_unix_ns") <= last_end)
-            return events.filter(~gpu | launched)
-        if cause == "stream_cpu_op":
-            # HTA counts any event carrying a stream id as a GPU (compute) event
-            host_with_stream = ~pl.col("kind").is_in(GPU_KINDS) & (pl.col("stream") >= 0)
-            return events.with_columns(
-                pl.when(host_with_stream).then(pl.lit("kernel")).otherwise(pl.col("kind")).alias("kind")
-            )
-        return events
-
-    return hook
 
 
 def ours(rel: str, hook=None) -> dict:

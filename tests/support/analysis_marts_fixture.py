@@ -112,6 +112,25 @@ def study_db():
         {"host": "hA", "device": 0, "ts_unix_ns": 0, "power_w": 50.0, "source": "nvidia-smi", **r1},
         {"host": "hA", "device": 0, "ts_unix_ns": 500 * US, "power_w": 150.0, "source": "nvidia-smi", **r1},
     ]
+    # rank 0 of r2 allocates on GPU 0 (rank 1 has no memory events): (µs, change, allocated, reserved)
+    levels = [
+        (5, 100, 100, 200),
+        (50, 300, 400, 512),
+        (90, -300, 100, 512),
+        (150, 50, 150, 512),
+        (250, -150, 0, 512),
+    ]
+    gpu0 = dict(device_type=1, device=0, rank=0, **r2)
+    memory = [
+        {"ts_unix_ns": t * US, "bytes": b, "total_allocated": a, "total_reserved": r, **gpu0}
+        for t, b, a, r in levels
+    ]
     return raw_db(
-        steps=steps, events=events, collectives=collectives, traces=traces, manifests=manifests, power=power
+        steps=steps,
+        events=events,
+        collectives=collectives,
+        traces=traces,
+        manifests=manifests,
+        power=power,
+        memory=memory,
     )

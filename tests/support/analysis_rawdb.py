@@ -27,6 +27,7 @@ RAW_TABLES: dict[str, dict[str, pl.DataType]] = {
     "process_groups": schema.PROCESS_GROUPS,
     "ops": schema.OPS,
     "op_launches": schema.OP_LAUNCHES,
+    "memory_events": schema.MEMORY_EVENTS,
 }
 TRACES: dict[str, pl.DataType] = {
     "study": pl.String,
@@ -140,7 +141,7 @@ def _frame(rows: list[dict], columns: dict[str, pl.DataType], defaults: dict) ->
 def raw_db(*, study: str = "s", run_id: str = "r", **tables: list[dict]) -> duckdb.DuckDBPyConnection:
     """A connection holding the raw relations filled with the given rows, views created.
 
-    Keyword arguments: events, steps, collectives, traces, manifests, power (lists of rows).
+    Keyword arguments: events, steps, collectives, traces, manifests, power, memory (lists of rows).
     """
     con = duckdb.connect()
     fill(con, study=study, run_id=run_id, **tables)
@@ -162,6 +163,7 @@ def fill(
     traces: list[dict] = (),
     manifests: list[dict] = (),
     power: list[dict] = (),
+    memory: list[dict] = (),
     study: str = "s",
     run_id: str = "r",
 ) -> None:
@@ -175,6 +177,7 @@ def fill(
         "process_groups": [],
         "ops": list(ops),
         "op_launches": list(op_launches),
+        "memory_events": list(memory),
     }
     for table, rows_ in frames.items():
         register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
@@ -248,9 +251,15 @@ def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict]:
 def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.DuckDBPyConnection:
     """A connection over ParsedTrace frames; each item is (parsed, {study, run_id, rank})."""
     con = raw_db()
-    tables = (("events", "events"), ("steps", "steps"), ("collectives_raw", "collectives"), ("ops", "ops"),
-              ("op_launches", "op_launches"))  # fmt: skip
-    for table, attr in tables:
+    pairs = (
+        ("events", "events"),
+        ("steps", "steps"),
+        ("collectives_raw", "collectives"),
+        ("ops", "ops"),
+        ("op_launches", "op_launches"),
+        ("memory_events", "memory_events"),
+    )
+    for table, attr in pairs:
         frames = []
         for trace, key in parsed:
             frame = getattr(trace, attr)
