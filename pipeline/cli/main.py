@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.diff",
     "tracehouse.pipeline.cli.calibrate",
     "tracehouse.pipeline.cli.project",
+    "tracehouse.pipeline.cli.critical_path",
     "tracehouse.pipeline.cli.check",
     "tracehouse.pipeline.cli.forget",
 )

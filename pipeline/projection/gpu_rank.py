@@ -10,7 +10,7 @@ from collections import defaultdict
 import polars as pl
 from tracehouse.pipeline.common.kernel_classes import is_matmul_kernel
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
-from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase
+from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, Segment
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
 # Host runtime calls that block until device work is done: by name, case-insensitive.
@@ -36,12 +36,13 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
         [(e, int(e == s), i, 1) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
         + [(s, 1, i, 0) for i, s in enumerate(starts)]
     )
+    names = calls["name"].to_list()
     previous = None
     for when, _, i, is_end in points:
         is_start = not is_end
         node = call_start[i] if is_start else call_end[i]
         if is_start and previous is not None:
-            b.edge(previous[1], node, fixed=when - previous[0])
+            b.edge(previous[1], node, fixed=when - previous[0], kind=Segment.HOST_GAP, label=names[i])
         previous = (when, node)
 
     dev = t.device.filter(pl.col("rank") == rank)
@@ -64,7 +65,7 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
         by_stream_ends[row["stream"]].append((row["end_ns"], e_node))
         device_nodes.append((row, s_node, e_node, call))
     other = {q: ([e for e, _ in sorted(v)], [n for _, n in sorted(v)]) for q, v in by_stream_ends.items()}
-    place_queue(b, events, other_queues=other)
+    place_queue(b, events, other_queues=other, labels=[row["name"] for row, *_ in device_nodes])
 
     for row, s_node, e_node, call in device_nodes:
         duration = row["end_ns"] - row["start_ns"]
@@ -79,10 +80,20 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
             (rank, s_node, e_node, "memory" if row["class"] == "memory" else "compute", None)
         )
         if row["class"] == "memory":
-            b.edge(s_node, e_node, base=duration, cost=Cost.MEMORY, phase=phase)
+            b.edge(
+                s_node,
+                e_node,
+                base=duration,
+                cost=Cost.MEMORY,
+                phase=phase,
+                kind=Segment.COPY,
+                label=row["name"],
+            )
         else:
             cost = Cost.COMPUTE_MATMUL if is_matmul_kernel(row["name"]) else Cost.COMPUTE_OTHER
-            b.edge(s_node, e_node, base=duration, cost=cost, phase=phase)
+            b.edge(
+                s_node, e_node, base=duration, cost=cost, phase=phase, kind=Segment.COMPUTE, label=row["name"]
+            )
 
     _host_durations(b, calls, call_start, call_end, device_nodes)
     return _gpu_windows(t, rank, device_nodes, starts)
@@ -123,13 +134,13 @@ def _host_durations(
                 )
                 awaited = [j for j in chosen if j is not None] or [latest]
         if not awaited:
-            b.edge(call_start[i], call_end[i], fixed=e - s)
+            b.edge(call_start[i], call_end[i], fixed=e - s, kind=Segment.HOST, label=name)
             continue
         done = max(device_nodes[j][0]["end_ns"] for j in awaited)
         tail = e - done
-        b.edge(call_start[i], call_end[i], fixed=tail)
+        b.edge(call_start[i], call_end[i], fixed=tail, kind=Segment.SYNC_TAIL, label=name)
         for j in awaited:
-            b.edge(device_nodes[j][2], call_end[i], fixed=tail)
+            b.edge(device_nodes[j][2], call_end[i], fixed=tail, kind=Segment.SYNC_TAIL, label=name)
 
 
 def _stream_last(device_nodes: list, indices: list[int], starts: list[int], s: int, e: int) -> int | None:

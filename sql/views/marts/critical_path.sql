@@ -1,0 +1,34 @@
+-- depends on: runs, traces, critical_path_segments
+-- The stored critical paths (`tracehouse critical-path`) of every run of the warehouse: per
+-- step, the segments that set the slowest rank's replayed window, in order. A run without a
+-- current path shows one row with NULL segment columns and its reason: not computed yet, its
+-- traces ingested again after the path was computed (stale: its rows are hidden), or why it
+-- cannot be replayed. Never a run silently absent.
+CREATE OR REPLACE VIEW critical_path AS
+WITH ingested AS (
+    SELECT study, run_id, max(ingested_at) AS ingested_at FROM traces GROUP BY study, run_id
+),
+computed AS (
+    SELECT study, run_id, min(computed_at) AS computed_at
+    FROM critical_path_segments GROUP BY study, run_id
+),
+state AS (
+    SELECT
+        r.study, r.run_id,
+        CASE
+            WHEN c.computed_at IS NULL THEN
+                concat('not computed yet: run `tracehouse critical-path --study ', r.study, '`')
+            WHEN c.computed_at < i.ingested_at THEN
+                concat('stale: traces ingested after the path was computed; run `tracehouse critical-path --study ',
+                       r.study, '`')
+        END AS missing
+    FROM runs AS r
+    LEFT JOIN computed AS c ON c.study = r.study AND c.run_id = r.run_id
+    LEFT JOIN ingested AS i ON i.study = r.study AND i.run_id = r.run_id
+)
+SELECT
+    s.study, s.run_id, p.step, p.path_rank, p.step_us, p.seq, p.rank, p.kind, p.op, p.start_us, p.dur_us,
+    coalesce(s.missing, p.reason) AS reason
+FROM state AS s
+LEFT JOIN critical_path_segments AS p
+    ON p.study = s.study AND p.run_id = s.run_id AND s.missing IS NULL
