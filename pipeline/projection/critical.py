@@ -67,7 +67,7 @@ def path_segments(
     out: list[PathSegment] = []
     # an edge ends at its destination; the anchor (-1, first) is the source of the edge after it
     ends = [int(g.dst[e]) if e >= 0 else int(g.src[edges[1]]) if len(edges) > 1 else end for e in edges]
-    following = [*edges[1:], -1]
+    following = [*edges[1:], -1][: len(edges)]
     for edge, dst, after in zip(edges, ends, following, strict=True):
         if edge < 0:  # the path began at an anchor after the window opened
             segment = PathSegment(int(g.rank[dst]), "host_gap", BEFORE_TRACE, 0.0, times[dst] - start)

@@ -20,7 +20,12 @@ from tracehouse.pipeline.projection.critical import StepPath, step_paths
 from tracehouse.pipeline.projection.timeline import load_run
 
 RUN_TABLES = ("critical_path_segments", "op_slack_rows")
-SEGMENT_COLUMNS = "study, run_id, step, path_rank, step_us, seq, rank, kind, op, start_us, dur_us, reason"
+SEGMENT_COLUMNS = (
+    "study, run_id, step, path_rank, step_us, seq, rank, kind, op, start_us, dur_us, reason, traces_digest"
+)
+# What the rows were computed from: the critical_path view recomputes it to tell stale rows.
+TRACES_DIGEST = """SELECT md5(string_agg(content_hash, ',' ORDER BY content_hash)) FROM traces
+                   WHERE study = ? AND run_id = ?"""
 SLACK_COLUMNS = "study, run_id, step, rank, op, kind, calls, dur_us, slack_us"
 
 
@@ -48,7 +53,10 @@ def study_paths(
     progress: Callable[[str], None] | None = None,
 ) -> StudyPaths:
     """Every run of the study (or the one run): its paths, or the one-line reason it has none."""
-    runs = [run_id] if run_id is not None else study_run_ids(connection, study)
+    runs = study_run_ids(connection, study)
+    if run_id is not None and run_id not in runs:
+        raise TracehouseError(f"no run {study}/{run_id} in the warehouse (runs: {', '.join(runs)})")
+    runs = [run_id] if run_id is not None else runs
     out = StudyPaths()
     for run in runs:
         if progress is not None:
@@ -121,10 +129,12 @@ def store_paths(connection: duckdb.DuckDBPyConnection, study: str, result: Study
     segments: list[tuple] = []
     slack: list[tuple] = []
     for run, paths in result.paths.items():
-        segments += segment_rows(study, run, paths)
+        digest = connection.execute(TRACES_DIGEST, [study, run]).fetchall()[0][0]
+        segments += [(*row, digest) for row in segment_rows(study, run, paths)]
         slack += slack_rows(study, run, paths)
     for run, why in result.failed.items():
-        segments.append((study, run, *([None] * 9), why))
+        digest = connection.execute(TRACES_DIGEST, [study, run]).fetchall()[0][0]
+        segments.append((study, run, *([None] * 9), why, digest))
     for table in RUN_TABLES:  # a warehouse made before these tables existed
         connection.execute(resources.files("tracehouse.sql").joinpath(f"raw/{table}.sql").read_text("utf-8"))
     with transaction(connection):

@@ -16,5 +16,6 @@ CREATE TABLE IF NOT EXISTS critical_path_segments (
     start_us DOUBLE,  -- after the window's start
     dur_us DOUBLE,
     reason VARCHAR,  -- why the run has no path (NULL when it has one)
+    traces_digest VARCHAR,  -- md5 of the run's trace content hashes when computed (the view's staleness test)
     computed_at TIMESTAMPTZ NOT NULL
 );

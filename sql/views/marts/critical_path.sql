@@ -2,25 +2,26 @@
 -- The stored critical paths (`tracehouse critical-path`) of every run of the warehouse: per
 -- step, the segments that set the slowest rank's replayed window, in order. A run without a
 -- current path shows one row with NULL segment columns and its reason: not computed yet, its
--- traces ingested again after the path was computed (stale: its rows are hidden), or why it
--- cannot be replayed. Never a run silently absent.
+-- traces changed since the path was computed (stale: its rows are hidden; the digest of its
+-- traces' content hashes differs), or why it cannot be replayed. Never a run silently absent.
 CREATE OR REPLACE VIEW critical_path AS
-WITH ingested AS (
-    SELECT study, run_id, max(ingested_at) AS ingested_at FROM traces GROUP BY study, run_id
+WITH ingested AS (  -- the same digest as critical_rows.TRACES_DIGEST
+    SELECT study, run_id, md5(string_agg(content_hash, ',' ORDER BY content_hash)) AS traces_digest
+    FROM traces GROUP BY study, run_id
 ),
 computed AS (
-    SELECT study, run_id, min(computed_at) AS computed_at
+    SELECT study, run_id, any_value(traces_digest) AS traces_digest
     FROM critical_path_segments GROUP BY study, run_id
 ),
 state AS (
     SELECT
         r.study, r.run_id,
         CASE
-            WHEN c.computed_at IS NULL THEN
+            WHEN c.run_id IS NULL THEN
                 concat('not computed yet: run `tracehouse critical-path --study ', r.study, '`')
-            WHEN c.computed_at < i.ingested_at THEN
-                concat('stale: traces ingested after the path was computed; run `tracehouse critical-path --study ',
-                       r.study, '`')
+            WHEN c.traces_digest IS DISTINCT FROM i.traces_digest THEN
+                concat('stale: the run''s traces changed since its path was computed; run ',
+                       '`tracehouse critical-path --study ', r.study, '`')
         END AS missing
     FROM runs AS r
     LEFT JOIN computed AS c ON c.study = r.study AND c.run_id = r.run_id
