@@ -67,7 +67,7 @@ def build_run_graph(timeline: RunTimeline) -> RunGraph:
     ctx = RunContext(GraphBuilder(), timeline, keys=instance_keys(timeline.comm))
     windows = [add_gpu_rank(ctx, rank) for rank in timeline.gpu_ranks]
     windows += [add_cpu_rank(ctx, rank) for rank in timeline.cpu_ranks]
-    _join_instances(ctx.b, ctx.instances)
+    join_instances(ctx.b, ctx.instances, timeline.clock_offsets_ns())
     graph = ctx.b.freeze()
     instances, intervals = ctx.instances, ctx.intervals
     transfer = np.array(instances.transfer_ns or [0.0], dtype=np.float64)
@@ -76,13 +76,15 @@ def build_run_graph(timeline: RunTimeline) -> RunGraph:
     )
 
 
-def _join_instances(b: GraphBuilder, instances: Instances) -> None:
-    """One arrival node per instance (the last member's start); each member's end after it."""
+def join_instances(b: GraphBuilder, instances: Instances, offsets: dict[int, int]) -> None:
+    """One arrival node per instance: the last member's start on the reference host's clock (each
+    start less its host's estimated offset, so a host whose clock runs ahead does not always look
+    last); each member's end after it, its residual measured on its own clock."""
     for i, members in enumerate(instances.members):
-        arrival = b.node(max(b.measured(start) for _, start, _ in members), -1)
+        arrival = b.node(max(b.measured(start) - offsets.get(rank, 0) for rank, start, _ in members), -1)
         op = instances.op[i] or "collective"
-        for _, start, _ in members:
-            b.edge(start, arrival, kind=Segment.WAIT, label=op)
+        for rank, start, _ in members:
+            b.edge(start, arrival, fixed=-offsets.get(rank, 0), kind=Segment.WAIT, label=op)
         transfer = instances.transfer_ns[i]
         for _, start, end in members:
             rho = b.measured(end) - b.measured(arrival) - transfer

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.replay_dags import build_dag, dags
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.projection.build import build_run_graph
 from tracehouse.pipeline.projection.critical import (
@@ -23,30 +24,8 @@ from tracehouse.pipeline.projection.critical import (
     walk_back,
 )
 from tracehouse.pipeline.projection.critical_rows import run_paths
-from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Segment
 from tracehouse.pipeline.projection.timeline import load_run
 from tracehouse.pipeline.reading import open_reader
-
-
-@st.composite
-def dags(draw):
-    """A random DAG: nodes with measured times, edges from earlier to later nodes with integer weights."""
-    n = draw(st.integers(2, 9))
-    measured = sorted(draw(st.lists(st.integers(0, 10_000), min_size=n, max_size=n)))
-    edges = []
-    for dst in range(1, n):
-        for src in draw(st.sets(st.integers(0, dst - 1), max_size=3)):
-            edges.append((src, dst, draw(st.integers(-50, 500))))
-    return measured, edges
-
-
-def _build(measured, edges):
-    b = GraphBuilder()
-    for t in measured:
-        b.node(t, 0)
-    for src, dst, w in edges:
-        b.edge(src, dst, base=float(w), cost=Cost.COMPUTE_OTHER, kind=Segment.COMPUTE, label=f"{src}-{dst}")
-    return b.freeze()
 
 
 def _paths_into(node, measured, edges):
@@ -74,10 +53,10 @@ def _longest_from(node, target, edges):
 
 
 @settings(max_examples=300, deadline=None)
-@given(dags(), st.data())
+@given(dags(max_nodes=9), st.data())
 def test_the_path_is_a_longest_path_from_an_anchor(dag, data) -> None:
     measured, edges = dag
-    g = _build(measured, edges)
+    g = build_dag(measured, edges)
     weights = g.fixed + g.base
     times, winners = g.replay_with_winners(weights)
     end = data.draw(st.integers(0, len(measured) - 1))
@@ -101,12 +80,12 @@ def test_the_path_is_a_longest_path_from_an_anchor(dag, data) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(dags(), st.data())
+@given(dags(max_nodes=9), st.data())
 def test_slack_is_what_an_edge_can_grow_before_the_end_moves(dag, data) -> None:
     measured, edges = dag
     if not edges:
         return
-    g = _build(measured, edges)
+    g = build_dag(measured, edges)
     weights = g.fixed + g.base
     times = g.replay(weights)
     end = int(g.dst[data.draw(st.integers(0, len(weights) - 1))])
