@@ -119,7 +119,7 @@ def place_queue(
         prev = queue_events[i - 1] if i and queue_events[i - 1][2] == queue else None
         ready = []  # (node, fixed weight before the residual, segment kind)
         if prev is not None:
-            ready.append((prev[1], 0.0, Segment.LAUNCH_DELAY))
+            ready.append((prev[1], 0.0, Segment.RESIDUAL))
         if launch is not None:
             free = prev is None or b.measured(prev[1]) <= b.measured(launch)
             delay = s - b.measured(launch) if free else min(typical, s - b.measured(launch))

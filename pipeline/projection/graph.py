@@ -40,9 +40,10 @@ class Segment(IntEnum):
     WAIT = 3  # a collective's arrival set by another rank's start: this rank waits for it
     HOST = 4  # a host runtime call's own duration
     HOST_GAP = 5  # host time between runtime calls (CPU ranks: main-thread time that is not compute)
-    LAUNCH_DELAY = 6  # from a launch call (or the stream predecessor's end) to the work's start
+    LAUNCH_DELAY = 6  # from a launch call to the work's start
     STREAM_WAIT = 7  # work waiting for work on another stream (the cross-stream fallback)
     SYNC_TAIL = 8  # from the awaited work's end to the synchronising call's (or piece's) end
+    RESIDUAL = 9  # a queue idle after its predecessor that no dependency explains (kept as measured)
 
 
 SEGMENT_NAMES = {s: s.name.lower() for s in Segment}

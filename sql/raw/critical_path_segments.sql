@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS critical_path_segments (
     step_us DOUBLE,  -- the replayed length of that window
     seq INTEGER,  -- 0 for the earliest segment
     rank INTEGER,  -- the rank the segment runs on (a wait: the rank that waits)
-    kind VARCHAR,  -- compute, copy, transfer, wait, host, host_gap, launch_delay, stream_wait, sync_tail
+    kind VARCHAR,  -- compute, copy, transfer, wait, host, host_gap, launch_delay, stream_wait, sync_tail, residual
     op VARCHAR,  -- the kernel, runtime call, collective or span; a wait names the rank waited for
     start_us DOUBLE,  -- after the window's start
     dur_us DOUBLE,
