@@ -26,7 +26,6 @@ COMMAND_MODULES = (
     "tracehouse.pipeline.cli.diff",
     "tracehouse.pipeline.cli.calibrate",
     "tracehouse.pipeline.cli.project",
-    "tracehouse.pipeline.cli.critical_path",
     "tracehouse.pipeline.cli.check",
     "tracehouse.pipeline.cli.forget",
 )

@@ -1,23 +1,21 @@
-"""Store the critical paths and op slack of a study's measured runs (`tracehouse critical-path`).
+"""Store the critical paths and op slack of the runs `tracehouse project` replays.
 
-Each run is replayed with its measured durations (the identity replay) and its steps' paths are
-written to `critical_path_segments` and `op_slack_rows`, replacing the run's earlier rows in one
+Each run's identity replay (its measured durations) gives its steps' paths, written to
+`critical_path_segments` and `op_slack_rows`, replacing the run's earlier rows in one
 transaction; a run that cannot be replayed gets one segment row with its reason instead, so the
 `critical_path` view never shows a run silently empty.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import TracehouseError
-from tracehouse.pipeline.projection.build import build_run_graph
+from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical import StepPath, step_paths
-from tracehouse.pipeline.projection.timeline import load_run
+from tracehouse.pipeline.projection.timeline import RunTimeline, load_run
 
 RUN_TABLES = ("critical_path_segments", "op_slack_rows")
 SEGMENT_COLUMNS = (
@@ -29,6 +27,20 @@ TRACES_DIGEST = """SELECT md5(string_agg(content_hash, ',' ORDER BY content_hash
 SLACK_COLUMNS = "study, run_id, step, rank, op, kind, calls, dur_us, slack_us"
 
 
+def built_run(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> tuple[RunTimeline, RunGraph]:
+    """The run's timeline and its replay graph."""
+    timeline = load_run(connection, study, run_id)
+    return timeline, build_run_graph(timeline)
+
+
+def run_paths(run: RunGraph) -> list[StepPath]:
+    """The run's steps' critical paths in its identity replay; a run without steps is refused."""
+    paths = step_paths(run, run.graph.measured_weights(run.transfer_ns))
+    if not paths:
+        raise TracehouseError("no step window to replay (no device work or main thread in a step)")
+    return paths
+
+
 @dataclass
 class StudyPaths:
     """Per run: its replayed steps' paths, or why it has none."""
@@ -36,49 +48,20 @@ class StudyPaths:
     paths: dict[str, list[StepPath]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
-
-def run_paths(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> list[StepPath]:
-    """The run's steps' critical paths in its identity replay; a run without steps is refused."""
-    run = build_run_graph(load_run(connection, study, run_id))
-    paths = step_paths(run, run.graph.measured_weights(run.transfer_ns))
-    if not paths:
-        raise TracehouseError("no step window to replay (no device work or main thread in a step)")
-    return paths
-
-
-def study_paths(
-    connection: duckdb.DuckDBPyConnection,
-    study: str,
-    run_id: str | None,
-    progress: Callable[[str], None] | None = None,
-) -> StudyPaths:
-    """Every run of the study (or the one run): its paths, or the one-line reason it has none."""
-    runs = study_run_ids(connection, study)
-    if run_id is not None and run_id not in runs:
-        raise TracehouseError(f"no run {study}/{run_id} in the warehouse (runs: {', '.join(runs)})")
-    runs = [run_id] if run_id is not None else runs
-    out = StudyPaths()
-    for run in runs:
-        if progress is not None:
-            progress(f"replaying {study}/{run}")
+    def replay(
+        self, connection: duckdb.DuckDBPyConnection, study: str, run_id: str
+    ) -> tuple[RunTimeline, RunGraph]:
+        """Build the run's graph and record its paths, or the one-line reason it has none (the
+        error is raised again: the caller cannot replay the run either)."""
         try:
-            out.paths[run] = run_paths(connection, study, run)
+            timeline, run = built_run(connection, study, run_id)
+            self.paths[run_id] = run_paths(run)
         except TracehouseError as exc:
-            out.failed[run] = str(exc).splitlines()[0]
-    return out
-
-
-def study_run_ids(connection: duckdb.DuckDBPyConnection, study: str) -> list[str]:
-    """Every run of the study in `runs`; none is a TracehouseError naming the study."""
-    runs = [
-        r
-        for (r,) in connection.execute(
-            "SELECT run_id FROM runs WHERE study = ? ORDER BY 1", [study]
-        ).fetchall()
-    ]
-    if not runs:
-        raise TracehouseError(f"no run in study {study!r}")
-    return runs
+            self.failed[run_id] = str(exc).splitlines()[0]
+            if run_id in self.paths:  # built, but without a step window: the projection may say more
+                del self.paths[run_id]
+            raise
+        return timeline, run
 
 
 def segment_rows(study: str, run_id: str, paths: list[StepPath]) -> list[tuple]:
@@ -155,17 +138,3 @@ def _insert(connection: duckdb.DuckDBPyConnection, table: str, columns: str, row
         f"INSERT INTO {table} ({columns}, computed_at) VALUES ({marks}, current_timestamp)",
         [list(r) for r in rows],
     )
-
-
-def compute_and_store(
-    warehouse_dir: Path, *, study: str, run_id: str | None, progress: Callable[[str], None] | None = None
-) -> StudyPaths:
-    """Replay the study's runs (or one), store their paths and slack; the result per run."""
-    from tracehouse.pipeline.reading import open_reader
-    from tracehouse.pipeline.warehouse import connect
-
-    with open_reader(warehouse_dir) as connection:
-        result = study_paths(connection, study, run_id, progress)
-    with connect(warehouse_dir) as connection:
-        store_paths(connection, study, result)
-    return result

@@ -1,5 +1,5 @@
 -- depends on: nothing
--- One row per segment of a replayed step's critical path, written by `tracehouse critical-path`
+-- One row per segment of a replayed step's critical path, written by `tracehouse project`
 -- (which replaces the run's rows): the chain of replay-graph edges that sets the length of the
 -- slowest rank's window, walked back from its end (docs/projection.md "Critical path"). A run
 -- that cannot be replayed gets one row with its `reason` and NULL segment columns.

@@ -1,5 +1,5 @@
 -- depends on: nothing
--- One row per (run, step, rank, op) of a replayed step, written by `tracehouse critical-path`
+-- One row per (run, step, rank, op) of a replayed step, written by `tracehouse project`
 -- with critical_path_segments: how much one call of the op could grow before some rank's window
 -- of the step grows (docs/projection.md "Critical path").
 CREATE TABLE IF NOT EXISTS op_slack_rows (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 import pytest
 from support.analysis_marts_fixture import study_db
 from support.analysis_rawdb import parsed_db, rows
@@ -29,11 +31,16 @@ def warehouses() -> list:
 
 
 def _with_critical_paths(con):
-    """The replayed critical paths and op slack stored, as `tracehouse critical-path` does."""
-    from tracehouse.pipeline.projection.critical_rows import store_paths, study_paths
+    """The replayed critical paths and op slack stored, as `tracehouse project` does."""
+    from tracehouse.pipeline.common.errors import TracehouseError
+    from tracehouse.pipeline.projection.critical_rows import StudyPaths, store_paths
 
-    for (study,) in con.execute("SELECT DISTINCT study FROM runs").fetchall():
-        store_paths(con, study, study_paths(con, study, None))
+    for study, runs in con.execute("SELECT study, list(run_id) FROM runs GROUP BY study").fetchall():
+        paths = StudyPaths()
+        for run in runs:
+            with suppress(TracehouseError):  # stored with its reason
+                paths.replay(con, study, run)
+        store_paths(con, study, paths)
     return con
 
 

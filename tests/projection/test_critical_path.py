@@ -23,7 +23,7 @@ from tracehouse.pipeline.projection.critical import (
     step_paths,
     walk_back,
 )
-from tracehouse.pipeline.projection.critical_rows import run_paths
+from tracehouse.pipeline.projection.critical_rows import built_run, run_paths
 from tracehouse.pipeline.projection.timeline import load_run
 from tracehouse.pipeline.reading import open_reader
 
@@ -139,7 +139,8 @@ def test_paths_sum_to_the_replayed_step_on_every_shared_trace(shared_traces_ware
 @pytest.mark.parametrize("run_id", ["ddp-ws2", "ddp-ws4", "fsdp-ws2", "fsdp-ws4"])
 def test_the_path_crosses_ranks_where_a_collective_waits(sample_warehouse: Path, run_id: str) -> None:
     with open_reader(sample_warehouse) as con:
-        paths = run_paths(con, "tiny-cpu-gloo", run_id)
+        _, run = built_run(con, "tiny-cpu-gloo", run_id)
+    paths = run_paths(run)
     crossings = 0
     for p in paths:
         for before, wait, after in zip(p.segments, p.segments[1:], p.segments[2:], strict=False):
@@ -159,18 +160,17 @@ def _rows(warehouse: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
 
 
-def test_critical_path_says_why_until_computed_then_stores_paths_and_slack(
-    sample_warehouse: Path, tmp_path: Path, capsys
+def test_critical_path_says_why_until_projected_then_stores_paths_and_slack(
+    sample_warehouse: Path, tmp_path: Path
 ) -> None:
     warehouse = tmp_path / "wh"
     shutil.copytree(sample_warehouse, warehouse)
     before = _rows(warehouse, "SELECT run_id, kind, reason FROM critical_path ORDER BY run_id")
     assert len(before) == 9, "one row per run after ingest, never a silent empty result"
     assert all(kind is None and reason.startswith("not computed yet") for _, kind, reason in before)
-    args = ["critical-path", "--warehouse", str(warehouse), "--study", "tiny-cpu-gloo", "--run", "ddp-ws2"]
-    assert main(args) == 0
-    assert main(args) == 0  # again: replaced, not added
-    assert "tiny-cpu-gloo/ddp-ws2 step 2:" in capsys.readouterr().out
+    args = ["project", "--warehouse", str(warehouse), "--study", "tiny-cpu-gloo", "--run", "ddp-ws2"]
+    assert main([*args, "--world-sizes", "2"]) == 0
+    assert main([*args, "--world-sizes", "4"]) == 0  # again: replaced, not added
     sums = _rows(
         warehouse,
         """SELECT step, any_value(step_us), sum(dur_us), count(DISTINCT rank), count(*) FILTER (kind = 'wait')

@@ -1,5 +1,5 @@
 -- depends on: runs, traces, critical_path_segments
--- The stored critical paths (`tracehouse critical-path`) of every run of the warehouse: per
+-- The stored critical paths (`tracehouse project` stores them) of every run of the warehouse: per
 -- step, the segments that set the slowest rank's replayed window, in order. A run without a
 -- current path shows one row with NULL segment columns and its reason: not computed yet, its
 -- traces changed since the path was computed (stale: its rows are hidden; the digest of its
@@ -18,10 +18,11 @@ state AS (
         r.study, r.run_id,
         CASE
             WHEN c.run_id IS NULL THEN
-                concat('not computed yet: run `tracehouse critical-path --study ', r.study, '`')
+                concat('not computed yet: run `tracehouse project --study ', r.study,
+                       ' --world-sizes N` (it stores the critical paths of the runs it replays)')
             WHEN c.traces_digest IS DISTINCT FROM i.traces_digest THEN
                 concat('stale: the run''s traces changed since its path was computed; run ',
-                       '`tracehouse critical-path --study ', r.study, '`')
+                       '`tracehouse project --study ', r.study, ' --world-sizes N`')
         END AS missing
     FROM runs AS r
     LEFT JOIN computed AS c ON c.study = r.study AND c.run_id = r.run_id
