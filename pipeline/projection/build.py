@@ -20,7 +20,7 @@ import numpy as np
 from tracehouse.pipeline.projection.context import Instances, RankWindows, RunContext, instance_keys
 from tracehouse.pipeline.projection.cpu_rank import add_cpu_rank
 from tracehouse.pipeline.projection.gpu_rank import add_gpu_rank
-from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, ReplayGraph
+from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, ReplayGraph, Segment
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
 
@@ -47,14 +47,19 @@ class RunGraph:
         """The [start, end) of one rank's window (ns) in the given times: a GPU window opens at the
         first start of its step's events and closes where the next one opens (the last at the last
         end of its own events); a CPU window is its ProfilerStep's own start and end."""
+        start, end = self.window_nodes(times, rank, step)
+        return times[start], times[end]
+
+    def window_nodes(self, times: np.ndarray, rank: int, step: int | None) -> tuple[int, int]:
+        """The nodes whose times open and close one rank's window (`window_bounds`)."""
         w = next(w for w in self.windows if w.rank == rank)
         i = w.steps.index(step)
-        start = min(times[n] for n in w.starts[i])
+        start = min(w.starts[i], key=lambda n: times[n])
         if w.ends[i] is not None:
-            return start, times[w.ends[i]]
+            return start, w.ends[i]
         if i + 1 < len(w.steps):
-            return start, min(times[n] for n in w.starts[i + 1])
-        return start, max(times[n] for n in w.last_ends)
+            return start, min(w.starts[i + 1], key=lambda n: times[n])
+        return start, max(w.last_ends, key=lambda n: times[n])
 
 
 def build_run_graph(timeline: RunTimeline) -> RunGraph:
@@ -62,7 +67,7 @@ def build_run_graph(timeline: RunTimeline) -> RunGraph:
     ctx = RunContext(GraphBuilder(), timeline, keys=instance_keys(timeline.comm))
     windows = [add_gpu_rank(ctx, rank) for rank in timeline.gpu_ranks]
     windows += [add_cpu_rank(ctx, rank) for rank in timeline.cpu_ranks]
-    _join_instances(ctx.b, ctx.instances)
+    join_instances(ctx.b, ctx.instances, timeline.clock_offsets_ns())
     graph = ctx.b.freeze()
     instances, intervals = ctx.instances, ctx.intervals
     transfer = np.array(instances.transfer_ns or [0.0], dtype=np.float64)
@@ -71,14 +76,17 @@ def build_run_graph(timeline: RunTimeline) -> RunGraph:
     )
 
 
-def _join_instances(b: GraphBuilder, instances: Instances) -> None:
-    """One arrival node per instance (the last member's start); each member's end after it."""
+def join_instances(b: GraphBuilder, instances: Instances, offsets: dict[int, int]) -> None:
+    """One arrival node per instance: the last member's start on the reference host's clock (each
+    start less its host's estimated offset, so a host whose clock runs ahead does not always look
+    last); each member's end after it, its residual measured on its own clock."""
     for i, members in enumerate(instances.members):
-        arrival = b.node(max(b.measured(start) for _, start, _ in members), -1)
-        for _, start, _ in members:
-            b.edge(start, arrival)
+        arrival = b.node(max(b.measured(start) - offsets.get(rank, 0) for rank, start, _ in members), -1)
+        op = instances.op[i] or "collective"
+        for rank, start, _ in members:
+            b.edge(start, arrival, fixed=-offsets.get(rank, 0), kind=Segment.WAIT, label=op)
         transfer = instances.transfer_ns[i]
         for _, start, end in members:
             rho = b.measured(end) - b.measured(arrival) - transfer
-            b.edge(arrival, end, fixed=rho, cost=Cost.TRANSFER, instance=i)
-            b.edge(start, end)
+            b.edge(arrival, end, fixed=rho, cost=Cost.TRANSFER, instance=i, kind=Segment.TRANSFER, label=op)
+            b.edge(start, end, kind=Segment.TRANSFER, label=op)

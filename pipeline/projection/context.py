@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 import polars as pl
-from tracehouse.pipeline.projection.graph import Cost, GraphBuilder
+from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Segment
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
 # A kernel that starts at most this long after work on another stream ended waits for that work
@@ -66,7 +66,8 @@ class RunContext:
         """A communication interval's end: its instance's arrival plus transfer, else its own duration."""
         key = None if comm is None else self.keys.get((rank, comm["start_ns"], comm["end_ns"]))
         if key is None:
-            self.b.edge(start, end, base=duration, cost=Cost.COMM_LOCAL)
+            label = None if comm is None else comm["name"]
+            self.b.edge(start, end, base=duration, cost=Cost.COMM_LOCAL, kind=Segment.TRANSFER, label=label)
             return
         i = self.instances.add(key, comm)
         self.instances.members[i].append((rank, start, end))
@@ -95,13 +96,15 @@ def place_queue(
     queue_events: list[tuple[int, int, int, int | None]],
     *,
     other_queues: dict | None,
+    labels: list[str | None] | None = None,
 ) -> None:
     """Place the events of one queue (stream, or gloo thread): start after the predecessor's end,
     after the launch instant plus a delay, and after inferred cross-queue work.
 
     queue_events: (start node, end node, queue id, launch node or None), in start order per queue.
     The delay is the event's own measured launch-to-start delay when the queue was free at launch,
-    else the rank's median of those; what no dependency explains is kept as a residual.
+    else the rank's median of those; what no dependency explains is kept as a residual. `labels`:
+    each event's name, the op of its edges on a critical path.
     """
     free_delays = []
     for i, (start, _, queue, launch) in enumerate(queue_events):
@@ -114,30 +117,31 @@ def place_queue(
     for i, (start, _, queue, launch) in enumerate(queue_events):
         s = b.measured(start)
         prev = queue_events[i - 1] if i and queue_events[i - 1][2] == queue else None
-        ready = []  # (node, fixed weight before the residual)
+        ready = []  # (node, fixed weight before the residual, segment kind)
         if prev is not None:
-            ready.append((prev[1], 0.0))
+            ready.append((prev[1], 0.0, Segment.RESIDUAL))
         if launch is not None:
             free = prev is None or b.measured(prev[1]) <= b.measured(launch)
             delay = s - b.measured(launch) if free else min(typical, s - b.measured(launch))
-            ready.append((launch, float(delay)))
+            ready.append((launch, float(delay), Segment.LAUNCH_DELAY))
         if other_queues is not None:
             cross = _latest_other_end(other_queues, queue, s)
-            bound = max((b.measured(n) + w for n, w in ready), default=None)
+            bound = max((b.measured(n) + w for n, w, _ in ready), default=None)
             if (
                 cross is not None
                 and (bound is None or b.measured(cross) > bound)
                 and s - b.measured(cross) <= CROSS_STREAM_NS
             ):
-                ready.append((cross, 0.0))
+                ready.append((cross, 0.0, Segment.STREAM_WAIT))
         # A dependency measured after the event started (clock noise, overlapping records) is
         # not one: dropping it keeps the graph acyclic.
-        ready = [(n, w) for n, w in ready if b.measured(n) <= s]
+        ready = [(n, w, k) for n, w, k in ready if b.measured(n) <= s]
         if not ready:
             continue  # work launched before the trace began, first on its queue: an anchor
-        residual = s - max(b.measured(n) + w for n, w in ready)
-        for node, weight in ready:
-            b.edge(node, start, fixed=weight + residual)
+        residual = s - max(b.measured(n) + w for n, w, _ in ready)
+        label = labels[i] if labels is not None else None
+        for node, weight, kind in ready:
+            b.edge(node, start, fixed=weight + residual, kind=kind, label=label)
 
 
 def _latest_other_end(other_queues: dict, queue: int, at: int) -> int | None:

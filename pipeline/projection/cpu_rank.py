@@ -8,7 +8,7 @@ from bisect import bisect_left, bisect_right
 
 import polars as pl
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
-from tracehouse.pipeline.projection.graph import Cost, Phase
+from tracehouse.pipeline.projection.graph import Cost, Phase, Segment
 from tracehouse.pipeline.projection.synthetic import Synthetic, one_device_collectives
 
 # A main-thread piece that ends at most this long after a communication span ended waited for it.
@@ -37,7 +37,7 @@ def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
     for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
         at = bisect_right(instants, r["start_ns"]) - 1
         queue_events.append((s_node, e_node, hash(r["tid"]), nodes[at] if at >= 0 else None))
-    place_queue(b, queue_events, other_queues=None)
+    place_queue(b, queue_events, other_queues=None, labels=[r["name"] for r in span_rows])
     for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
         ctx.comm_end(rank, s_node, e_node, r["end_ns"] - r["start_ns"], r)
         ctx.intervals.append((rank, s_node, e_node, "comm", r["parallel_dim"]))
@@ -49,16 +49,18 @@ def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
         k = bisect_right(seg_starts, a) - 1
         if k >= 0 and segments[k][0] <= a and z <= segments[k][1]:
             phase = Phase.OPTIMIZER if inside(optimizer, a) else Phase.STEP
-            b.edge(nodes[i], nodes[i + 1], base=z - a, cost=Cost.COMPUTE_OTHER, phase=phase)
+            b.edge(
+                nodes[i], nodes[i + 1], base=z - a, cost=Cost.COMPUTE_OTHER, phase=phase, kind=Segment.COMPUTE
+            )
             ctx.intervals.append((rank, nodes[i], nodes[i + 1], "compute", None))
             continue
         j = bisect_right(end_times, z) - 1
         if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS:
             tail = z - end_times[j]
-            b.edge(nodes[i], nodes[i + 1], fixed=tail)
-            b.edge(span_ends[j][1], nodes[i + 1], fixed=tail)
+            b.edge(nodes[i], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL)
+            b.edge(span_ends[j][1], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL)
         else:
-            b.edge(nodes[i], nodes[i + 1], fixed=z - a)
+            b.edge(nodes[i], nodes[i + 1], fixed=z - a, kind=Segment.HOST_GAP)
     index = {x: n for x, n in zip(instants, nodes, strict=True)}
     _add_synthetic(ctx, rank, planned, instants, nodes)
     rows = list(steps.select(["step", "start_ns", "end_ns"]).iter_rows())
@@ -86,13 +88,13 @@ def _add_synthetic(
         wait = nodes[k] if k < len(nodes) else None
         start = b.node(item.issue_ns, rank)
         end = b.node(item.issue_ns, rank)
-        b.edge(issue, start)
+        b.edge(issue, start, kind=Segment.LAUNCH_DELAY, label=item.op)
         if previous_end is not None:
-            b.edge(previous_end, start)
+            b.edge(previous_end, start, kind=Segment.LAUNCH_DELAY, label=item.op)
         row = {"transfer_ns": 0.0, "op": item.op, "bytes": item.bytes, "group_size": 1, "parallel_dim": "dp"}
         i = ctx.instances.add(("synthetic", rank, *item.key), row)
         ctx.instances.members[i].append((rank, start, end))
         if wait is not None:
-            b.edge(end, wait)
+            b.edge(end, wait, kind=Segment.SYNC_TAIL, label=item.op)
         ctx.intervals.append((rank, start, end, "comm", "dp"))
         previous_end = end

@@ -31,6 +31,24 @@ class Cost(IntEnum):
     COMM_LOCAL = 5  # a communication interval with no matched instance: its own duration
 
 
+class Segment(IntEnum):
+    """What an edge is on the critical path (critical_path.kind): its class for a reader."""
+
+    COMPUTE = 0  # a kernel, or a CPU rank's compute self time
+    COPY = 1  # memcpy / memset on the device
+    TRANSFER = 2  # a collective's transfer (arrival to end), or an unmatched one's duration
+    WAIT = 3  # a collective's arrival set by another rank's start: this rank waits for it
+    HOST = 4  # a host runtime call's own duration
+    HOST_GAP = 5  # host time between runtime calls (CPU ranks: main-thread time that is not compute)
+    LAUNCH_DELAY = 6  # from a launch call to the work's start
+    STREAM_WAIT = 7  # work waiting for work on another stream (the cross-stream fallback)
+    SYNC_TAIL = 8  # from the awaited work's end to the synchronising call's (or piece's) end
+    RESIDUAL = 9  # a queue idle after its predecessor that no dependency explains (kept as measured)
+
+
+SEGMENT_NAMES = {s: s.name.lower() for s in Segment}
+
+
 class Phase(IntEnum):
     """The training phase a compute cost belongs to (how data-parallel scaling treats it)."""
 
@@ -45,7 +63,8 @@ class GraphBuilder:
     def __post_init__(self) -> None:
         self._measured: list[int] = []
         self._rank: list[int] = []
-        self._edges: list[tuple[int, int, int, float, float, int, int]] = []
+        self._edges: list[tuple[int, int, int, float, float, int, int, int, int]] = []
+        self._labels: dict[str, int] = {}
 
     def node(self, measured_ns: int, rank: int) -> int:
         """A new time point of `rank`, measured at `measured_ns`; returns its id."""
@@ -63,9 +82,15 @@ class GraphBuilder:
         cost: Cost = Cost.FIXED,
         phase: Phase = Phase.STEP,
         instance: int = -1,
+        kind: Segment = Segment.HOST_GAP,
+        label: str | None = None,
     ) -> None:
-        """time(dst) >= time(src) + fixed + scaled(base): ns; `instance` for TRANSFER edges."""
-        self._edges.append((src, dst, int(cost), float(base), float(fixed), int(phase), instance))
+        """time(dst) >= time(src) + fixed + scaled(base): ns; `instance` for TRANSFER edges;
+        `kind` and `label` (the op) say what the edge is on a critical path."""
+        name = -1 if label is None else self._labels.setdefault(label, len(self._labels))
+        self._edges.append(
+            (src, dst, int(cost), float(base), float(fixed), int(phase), instance, int(kind), name)
+        )
 
     def measured(self, node: int) -> int:
         """The measured time of a node already added."""
@@ -74,7 +99,7 @@ class GraphBuilder:
     def freeze(self) -> ReplayGraph:
         """The graph with its edges grouped by destination in a topological order of the nodes."""
         n = len(self._measured)
-        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 7)
+        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 9)
         src = edges[:, 0].astype(np.int64)
         dst = edges[:, 1].astype(np.int64)
         order = topological_order(n, src, dst)
@@ -96,6 +121,9 @@ class GraphBuilder:
             fixed=edges[:, 4],
             phase=edges[:, 5].astype(np.int64),
             instance=edges[:, 6].astype(np.int64),
+            kind=edges[:, 7].astype(np.int64),
+            label=edges[:, 8].astype(np.int64),
+            labels=list(self._labels),
         )
 
 
@@ -135,6 +163,9 @@ class ReplayGraph:
     fixed: np.ndarray
     phase: np.ndarray
     instance: np.ndarray
+    kind: np.ndarray  # Segment per edge
+    label: np.ndarray  # index into labels, -1 for none
+    labels: list[str]
 
     @property
     def n_nodes(self) -> int:
@@ -152,22 +183,29 @@ class ReplayGraph:
 
     def replay(self, weights: np.ndarray) -> np.ndarray:
         """Every node's replayed time, ns after `origin` (float), given one weight per edge."""
+        return self.replay_with_winners(weights)[0]
+
+    def replay_with_winners(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Replayed times and, per node, the edge whose source set its time (-1 for an anchor;
+        the first such edge in the graph's edge order at a tie)."""
         times = self.measured_times()
         src = self.src.tolist()
         weight = weights.tolist()
         offsets = self.offsets.tolist()
         t = times.tolist()
+        winner = [-1] * len(t)
         for i, node in enumerate(self.order.tolist()):
             lo, hi = offsets[i], offsets[i + 1]
             if lo == hi:
                 continue  # an anchor keeps its measured time
-            best = t[src[lo]] + weight[lo]
+            best, won = t[src[lo]] + weight[lo], lo
             for k in range(lo + 1, hi):
                 value = t[src[k]] + weight[k]
                 if value > best:
-                    best = value
+                    best, won = value, k
             t[node] = best
-        return np.array(t, dtype=np.float64)
+            winner[node] = won
+        return np.array(t, dtype=np.float64), np.array(winner, dtype=np.int64)
 
     def measured_weights(self, transfer_ns: np.ndarray) -> np.ndarray:
         """The weights of the measured run: every scale factor 1, each instance's measured transfer."""

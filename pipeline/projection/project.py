@@ -20,7 +20,8 @@ from typing import Any
 import duckdb
 from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
-from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
+from tracehouse.pipeline.projection.build import RunGraph
+from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
 from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
 from tracehouse.pipeline.projection.results import (
     IdentityCheck,
@@ -29,7 +30,7 @@ from tracehouse.pipeline.projection.results import (
     RunProjection,
 )
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
-from tracehouse.pipeline.projection.timeline import RunFacts, load_run
+from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline
 from tracehouse.pipeline.projection.unknowns import batch_flag, data_parallel_gap, knee_note, refusal_notes
 from tracehouse.pipeline.warehouse import transaction
 
@@ -60,11 +61,12 @@ def project_run(
     scenario: Scenario,
     scenario_name: str,
     network: NetworkModel | None,
+    built: tuple[RunTimeline, RunGraph] | None = None,
 ) -> RunProjection:
     """The run's identity check and its projection at each world size (the measured one added); a
-    world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`)."""
-    timeline = load_run(connection, study, run_id)
-    run = build_run_graph(timeline)
+    world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`).
+    `built`: the run's timeline and graph when the caller has them already."""
+    timeline, run = built if built is not None else built_run(connection, study, run_id)
     identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
@@ -233,7 +235,8 @@ def project_study(
     devices_per_node: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Projections:
-    """Project one run, or every run of the study, and store the points in `projections`. One
+    """Project one run, or every run of the study, and store the points in `projections`, and
+    each run's critical paths of its measured replay (critical_path_segments, op_slack_rows). One
     run that cannot be projected is a TracehouseError; across a study, each such run is left out
     and listed in the result's `failed` with its reason, and the others are projected."""
     from tracehouse.pipeline.reading import open_reader
@@ -241,6 +244,7 @@ def project_study(
 
     network_from_file = load_network_file(network_file) if network_file is not None else None
     results = Projections()
+    paths = StudyPaths()
     with open_reader(warehouse_dir) as connection:
         runs = [run_id] if run_id is not None else study_runs(connection, study)
         per_node = devices_per_node or node_size(connection, study)
@@ -248,6 +252,7 @@ def project_study(
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
+                built = paths.replay(connection, study, run)
                 network = network_from_file or calibrated_network(
                     connection, study=study, run_id=run, devices_per_node=per_node
                 )
@@ -260,6 +265,7 @@ def project_study(
                         scenario=scenario,
                         scenario_name=scenario_name,
                         network=network,
+                        built=built,
                     )
                 )
             except TracehouseError as exc:
@@ -268,6 +274,7 @@ def project_study(
                 results.failed[run] = str(exc).splitlines()[0]
     with connect(warehouse_dir) as connection:
         store_projections(connection, results)
+        store_paths(connection, study, paths)
     return results
 
 

@@ -69,6 +69,13 @@ QUERIES = {
     "windows": f"""
         SELECT rank, step, window_start_unix_ns, window_us
         FROM step_breakdown WHERE {RUN_FILTER} ORDER BY rank, window_start_unix_ns""",
+    # Each rank's host clock minus the reference host's (clock_offsets), applied to arrivals only.
+    "offsets": """
+        SELECT t.rank, CAST(round(o.offset_us * 1000) AS BIGINT) AS offset_ns
+        FROM traces AS t
+        JOIN clock_offsets AS o ON o.study = t.study AND o.run_id = t.run_id AND o.host = t.host
+        WHERE t.study = $study AND t.run_id = $run_id AND t.rank IS NOT NULL
+        ORDER BY t.rank""",
 }
 
 
@@ -107,6 +114,7 @@ class RunTimeline:
     comm: pl.DataFrame
     cpu_compute: pl.DataFrame
     windows: pl.DataFrame
+    offsets: pl.DataFrame
 
     @property
     def gpu_ranks(self) -> list[int]:
@@ -118,6 +126,10 @@ class RunTimeline:
         for rank, step, _, window_us in self.windows.iter_rows():
             out.setdefault(step, {})[rank] = window_us
         return out
+
+    def clock_offsets_ns(self) -> dict[int, int]:
+        """Per rank: its host's estimated clock offset against the run's reference host (ns)."""
+        return dict(self.offsets.select(["rank", "offset_ns"]).iter_rows())
 
     @property
     def cpu_ranks(self) -> list[int]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.replay_dags import build_dag, dags
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder
 from tracehouse.pipeline.projection.network import (
@@ -18,27 +19,6 @@ from tracehouse.pipeline.projection.network import (
     latency_steps,
     load_network_file,
 )
-
-
-@st.composite
-def dags(draw):
-    """A random DAG: nodes with measured times, edges from earlier to later nodes with weights."""
-    n = draw(st.integers(2, 25))
-    measured = sorted(draw(st.lists(st.integers(0, 10_000), min_size=n, max_size=n)))
-    edges = []
-    for dst in range(1, n):
-        for src in draw(st.sets(st.integers(0, dst - 1), max_size=3)):
-            edges.append((src, dst, draw(st.integers(-50, 500))))
-    return measured, edges
-
-
-def _build(measured, edges):
-    b = GraphBuilder()
-    for t in measured:
-        b.node(t, 0)
-    for src, dst, w in edges:
-        b.edge(src, dst, base=float(w), cost=Cost.COMPUTE_OTHER)
-    return b.freeze()
 
 
 def _oracle(measured, edges, weights):
@@ -57,7 +37,7 @@ def _oracle(measured, edges, weights):
 @given(dags())
 def test_the_replay_is_the_longest_path_from_the_anchors(dag) -> None:
     measured, edges = dag
-    g = _build(measured, edges)
+    g = build_dag(measured, edges)
     # The graph's edges are regrouped by destination: map weights back by (src, dst, base).
     weights = g.fixed + g.base
     got = g.replay(weights)
@@ -71,7 +51,7 @@ def test_lengthening_one_edge_moves_the_end_by_what_its_slack_does_not_absorb(da
     measured, edges = dag
     if not edges:
         return
-    g = _build(measured, edges)
+    g = build_dag(measured, edges)
     weights = g.fixed + g.base
     times = g.replay(weights)
     end = float(times.max())

@@ -75,6 +75,7 @@ RUN_MANIFESTS: dict[str, pl.DataType] = {
     "peak_flops": pl.Float64,
     "status": pl.String,
     "power": pl.String,  # JSON object, as in sql/raw/run_manifests.sql
+    "fsdp_units": pl.String,  # JSON object: FSDP unit -> parameters
 }
 POWER: dict[str, pl.DataType] = {
     "study": pl.String,
@@ -220,7 +221,7 @@ def view_files() -> list[SqlFile]:
 
 
 # Raw tables `fill` does not stand in for: their own SQL creates them (empty) for the views that read them.
-UNFILLED_RAW = ("network_curve_points", "op_costs")
+UNFILLED_RAW = ("network_curve_points", "op_costs", "critical_path_segments", "op_slack_rows")
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:

@@ -2,7 +2,7 @@
 -- Estimated clock offset of each host against the run's reference host (the host of its
 -- lowest rank): matched collective instances end at nearly the same moment on every rank, so
 -- the median over instances of (host's end - reference host's end) estimates the offset.
--- Reported only; no timestamp anywhere is shifted by it.
+-- No stored timestamp is shifted by it; the projection applies it to collective arrivals only.
 CREATE OR REPLACE VIEW clock_offsets AS
 WITH located AS (
     SELECT c.study, c.run_id, c.process_group, c.instance_no, t.host, c.rank, c.end_unix_ns
