@@ -21,7 +21,12 @@ import duckdb
 from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
-from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
+from tracehouse.pipeline.projection.network import (
+    NetworkModel,
+    calibrated_network,
+    load_network_file,
+    rank_hosts,
+)
 from tracehouse.pipeline.projection.results import (
     IdentityCheck,
     ProjectedPoint,
@@ -69,6 +74,7 @@ def project_run(
     facts = timeline.facts
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
+    hosts = rank_hosts(connection, study, run_id)
     replays: list[tuple[Layout, ReplayedRun]] = []
     refused: dict[int, str] = {}
     for size in sorted({facts.world_size, *world_sizes}):
@@ -77,7 +83,7 @@ def project_run(
             refused[size] = gap
             continue
         replays.append(
-            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network))))
+            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network, hosts))))
         )
     notes = refusal_notes(refused)
     words = (scenario.describe(network), "; ".join(notes) or None)
