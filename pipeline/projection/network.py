@@ -132,7 +132,9 @@ class NetworkModel:
                 return self.links[key]
         return None
 
-    def time_us(self, op: str | None, size: float, n: int, placement: Placement | None = None) -> float | None:
+    def time_us(
+        self, op: str | None, size: float, n: int, placement: Placement | None = None
+    ) -> float | None:
         """The modelled transfer time, None when no level answers."""
         link = self.link(op, n, placement)
         return None if link is None else link.time_us(op, size, n)

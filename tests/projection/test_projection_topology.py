@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.testdata import SAMPLE_TRACES
 from tracehouse.pipeline.projection.network import (
     Link,
     NetworkModel,
@@ -19,7 +20,6 @@ from tracehouse.pipeline.projection.network import (
 )
 from tracehouse.pipeline.projection.scenario import Layout, group_placement, group_ranks
 from tracehouse.pipeline.reading import open_reader
-from support.testdata import SAMPLE_TRACES
 
 TWO_BY_EIGHT = packed_hosts(16, 8)
 NVLINK, IB = Link(busbw_gbps=400.0, latency_us=2.0), Link(busbw_gbps=40.0, latency_us=10.0)
@@ -59,7 +59,10 @@ def test_projected_data_parallel_groups_keep_their_stride_and_model_parallel_gro
     assert group_ranks([0, 1, 2, 3], "world", 16, grown) == list(range(16))
     ddp = Layout("ddp", world_size=2, dp=2, model_parallel=1, dp_new=16)
     assert group_ranks([0, 1], "dp", 16, ddp) == list(range(16))
-    assert group_placement([0], "dp", 4, ddp, {}, devices_per_node=8) == Placement(1, 4)  # planned, one rank seen
+    planned = group_placement(
+        [0], "dp", 4, ddp, {}, devices_per_node=8
+    )  # a planned all-reduce, seen on rank 0
+    assert planned == Placement(nodes=1, ranks_per_node=4)
     shrunk = Layout("fsdp_tp", world_size=16, dp=8, model_parallel=2, dp_new=2)
     assert group_ranks([14, 15], "tp", 2, shrunk) == [0, 1]
 
