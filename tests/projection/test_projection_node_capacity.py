@@ -15,6 +15,7 @@ from tracehouse.collectors.run_manifest import build_manifest
 from tracehouse.collectors.spec import RunSpec
 from tracehouse.pipeline.common.manifest import PowerCapture
 from tracehouse.pipeline.projection.project import node_size, project_study
+from tracehouse.pipeline.projection.results import Projections
 from tracehouse.pipeline.projection.scenario import Scenario
 from tracehouse.pipeline.reading import open_reader
 
@@ -57,6 +58,18 @@ def _ingested(tmp_path: Path, node_devices: int | None) -> Path:
     return warehouse
 
 
+def _project_to_8(warehouse: Path) -> Projections:
+    """ddp-ws2 projected to 8 devices on its calibrated network."""
+    return project_study(
+        warehouse,
+        study="tiny-cpu-gloo",
+        run_id="ddp-ws2",
+        world_sizes=[8],
+        scenario=Scenario(),
+        scenario_name="baseline",
+    )
+
+
 def test_projection_places_ranks_by_the_nodes_capacity(tmp_path: Path) -> None:
     warehouse = _ingested(tmp_path, node_devices=8)
     with open_reader(warehouse) as con:
@@ -65,14 +78,7 @@ def test_projection_places_ranks_by_the_nodes_capacity(tmp_path: Path) -> None:
             (4, 8),
         ]
         assert node_size(con, "tiny-cpu-gloo") == (8, None)
-    projected = project_study(
-        warehouse,
-        study="tiny-cpu-gloo",
-        run_id="ddp-ws2",
-        world_sizes=[8],
-        scenario=Scenario(),
-        scenario_name="baseline",
-    )
+    projected = _project_to_8(warehouse)
     point = projected[0].points[-1]
     assert "8 devices per node" in point.assumptions and point.notes is None
 
@@ -83,13 +89,6 @@ def test_an_old_manifest_falls_back_to_the_devices_used_and_says_so(tmp_path: Pa
         per_node, note = node_size(con, "tiny-cpu-gloo")
     assert per_node == 4  # the most devices a run used on one node
     assert note.startswith("nodes assumed to hold 4 devices: the study's manifests record no node_devices")
-    projected = project_study(
-        warehouse,
-        study="tiny-cpu-gloo",
-        run_id="ddp-ws2",
-        world_sizes=[8],
-        scenario=Scenario(),
-        scenario_name="baseline",
-    )
+    projected = _project_to_8(warehouse)
     assert all(note in p.notes for p in projected[0].points)
     assert projected[0].notes[-1] == note
