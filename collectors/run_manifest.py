@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -38,10 +39,19 @@ def device_facts() -> dict[str, Any]:
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda if cuda else None,
         "nccl_version": None,
+        "node_devices": torch.cuda.device_count() if cuda else node_cpus(),
     }
     if cuda and not torch.version.hip:
         facts["nccl_version"] = ".".join(str(part) for part in torch.cuda.nccl.version())
     return facts
+
+
+def node_cpus() -> int:
+    """The CPUs this process may run on: a gloo node's devices."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def git_commit() -> str | None:
@@ -110,6 +120,7 @@ def build_manifest(
         world_size=spec.world_size,
         nodes=spec.nodes,
         devices_per_node=spec.world_size // spec.nodes,
+        node_devices=facts["node_devices"],
         device_type=facts["device_type"],
         device_name=facts["device_name"],
         dtype=facts["dtype"],

@@ -9,7 +9,8 @@ strategies = ["ddp", "fsdp"]  # with world_sizes: one group of points (or use [[
 world_sizes = [1, 2, 4]
 # optional: tp, pp, microbatches, seed, lr, devices_per_node (cluster: nodes = ws / it)
 [profile]                   # optional: wait, warmup, active, record_shapes
-[slurm]                     # optional (--emit slurm): cpus_per_task (default 8 per rank), exclusive (true)
+[slurm]                     # optional (--emit slurm): cpus_per_task (default 8 per rank), exclusive (true),
+                            # time_margin_s (600: the job's --time is the launcher's --timeout plus it)
 [[points]]                  # optional, repeatable: strategies + world_sizes + any override above
 """
 

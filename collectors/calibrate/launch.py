@@ -39,6 +39,10 @@ from tracehouse.pipeline.common.errors import TracehouseError
 
 LOG_NAME = "calibrate.log"
 REPORT_NAME = "calibration.json"
+# The sweep handed to the ranks and rank 0's result: in a temporary folder on one node, in the
+# output folder (seen by every node) for a multi-node sweep.
+SPEC_NAME = "calibrate_spec.json"
+RESULT_NAME = "calibrate_result.json"
 # What a reader of the files must know about how their numbers were made.
 METHOD = {
     "time": "mean per iteration of the timed iterations, the slowest rank's (nccl-tests -a 3)",
@@ -47,6 +51,10 @@ METHOD = {
     "same in-place call, measured separately",
     "in_place_unvalidated": "alltoall and sendrecv in-place alias the send and receive buffer, as "
     "nccl-tests does; their #wrong is N/A",
+    "call_overhead": "every time is less call_overhead_us, the host time of a call that moves nothing "
+    "(the smallest all_reduce on a one-rank group: Python, c10d, the backend's call; the least over "
+    "ranks), which the replay counts apart from the transfer; at least 1 % of the measured time is "
+    "kept; uncorrected_time_us holds the times before",
 }
 
 
@@ -66,30 +74,31 @@ def resolve_backend(backend: str) -> str:
 
 
 def check_machine(spec: CalibrationSpec) -> None:
-    """NCCL needs one GPU per rank on this node (the sweep is one standalone torchrun)."""
+    """NCCL needs one GPU per rank of this node."""
     if spec.backend != "nccl":
         return
     import torch
 
     gpus = torch.cuda.device_count()
-    if gpus < spec.world_size:
+    if gpus < spec.per_node:
+        where = f"world size {spec.world_size}" + (f" over {spec.nodes} nodes" if spec.nodes > 1 else "")
         raise CalibrationError(
-            f"--backend nccl at world size {spec.world_size} needs {spec.world_size} CUDA GPUs, "
+            f"--backend nccl at {where} needs {spec.per_node} CUDA GPUs on this node, "
             f"found {gpus}; use --backend gloo or a smaller --world-size"
         )
 
 
-def torchrun_command(spec: CalibrationSpec, spec_path: Path, result_path: Path) -> list[str]:
-    """The standalone torchrun of the worker, one process per rank."""
+def torchrun_command(
+    spec: CalibrationSpec, spec_path: Path, result_path: Path, rendezvous: list[str] | None = None
+) -> list[str]:
+    """The torchrun of the worker, one process per rank of this node: standalone on one node,
+    else with the rendezvous flags given (--nnodes, --nproc_per_node, --rdzv-*)."""
+    where = rendezvous or ["--standalone", "--nnodes", "1", "--nproc_per_node", str(spec.world_size)]
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
-        "--nnodes",
-        "1",
-        "--nproc_per_node",
-        str(spec.world_size),
+        *where,
         "-m",
         "tracehouse.collectors.calibrate.worker",
         "--spec",
@@ -190,6 +199,8 @@ def report_json(
         "spec": spec.to_dict(),
         "files": files,
         "skipped": result.skipped,
+        "call_overhead_us": result.call_overhead_us,
+        "uncorrected_time_us": result.uncorrected(),
         "method": METHOD,
         "ranks": [dataclasses.asdict(rank) for rank in result.ranks],
         **run,
@@ -197,24 +208,46 @@ def report_json(
 
 
 def run_calibration(
-    spec: CalibrationSpec, out_dir: Path, *, on_progress: Callable[[str], None] = lambda line: None
+    spec: CalibrationSpec,
+    out_dir: Path,
+    *,
+    on_progress: Callable[[str], None] = lambda line: None,
+    rendezvous: list[str] | None = None,
 ) -> CalibrationReport:
-    """Run the sweep into out_dir (one nccl-tests file per measured op); CalibrationError on failure."""
+    """Run the sweep into out_dir (one nccl-tests file per measured op); CalibrationError on failure.
+    With rendezvous flags this is node 0 of a multi-node sweep (calibrate.cluster): the spec and
+    rank 0's result pass through out_dir, which every node must see."""
     check_machine(spec)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_outputs(out_dir)
     started_at, started = now_iso(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tracehouse-calibrate-") as work:
-        spec_path, result_path = Path(work) / "spec.json", Path(work) / "result.json"
-        spec.write(spec_path)
-        command = torchrun_command(spec, spec_path, result_path)
+        folder = out_dir if rendezvous else Path(work)
+        spec_path, result_path = folder / SPEC_NAME, folder / RESULT_NAME
+        result_path.unlink(missing_ok=True)
+        if not (rendezvous and spec_path.is_file()):  # the other nodes may be reading it already
+            spec.write(spec_path)
+        command = torchrun_command(spec, spec_path, result_path, rendezvous)
         failure = run_streaming(command, out_dir / LOG_NAME, spec.timeout_s, on_progress)
         if failure:
             raise CalibrationError(failure)
         if not result_path.is_file():
             raise CalibrationError(f"rank 0 wrote no result; see {out_dir / LOG_NAME}")
         result = CalibrationResult.read(result_path)
+        result_path.unlink()
+    return write_outputs(spec, result, out_dir, command, started_at, time.perf_counter() - started)
+
+
+def write_outputs(
+    spec: CalibrationSpec,
+    result: CalibrationResult,
+    out_dir: Path,
+    command: list[str],
+    started_at: str,
+    wall_s: float,
+) -> CalibrationReport:
+    """The nccl-tests files and calibration.json of a finished sweep."""
     header = RunHeader(
         version=version_line(result),
         min_bytes=spec.min_bytes,
@@ -227,9 +260,8 @@ def run_calibration(
         path = out_dir / perf_file_name(table.op)
         path.write_text(render(table, result.ranks, header))
         files.append(path)
-    wall_s = time.perf_counter() - started
     run = {"started_at": started_at, "ended_at": now_iso(), "wall_s": round(wall_s, 3)}
-    run |= {"command": command[:-4], "log": LOG_NAME}  # the temporary spec and result paths are gone
+    run |= {"command": command[:-4], "log": LOG_NAME}  # the spec and result paths are gone
     written = {table.op: path.name for table, path in zip(result.tables, files, strict=True)}
     (out_dir / REPORT_NAME).write_text(json.dumps(report_json(spec, result, written, run), indent=2) + "\n")
     return CalibrationReport(

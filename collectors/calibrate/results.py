@@ -30,10 +30,11 @@ class RankInfo:
 class Placement:
     """One timed placement (out-of-place or in-place) of one size."""
 
-    time_us: float  # mean per iteration, the slowest rank's
-    algbw_gbps: float
+    time_us: float  # mean per iteration, the slowest rank's, less the per-call overhead (transfer_time)
+    algbw_gbps: float  # from time_us
     busbw_gbps: float
     wrong: int | None  # wrong elements summed over ranks; None: not validated (printed N/A)
+    measured_time_us: float | None = None  # before the per-call overhead was taken out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +83,16 @@ class CalibrationResult:
     ranks: tuple[RankInfo, ...]
     tables: tuple[OpTable, ...]
     skipped: dict[str, str] = field(default_factory=dict)  # op -> why it was not measured
+    # host time of one call that moves nothing (Python, c10d, the backend's call), taken out of
+    # every time: the replay counts a traced call's host time apart from its transfer
+    call_overhead_us: float = 0.0
+
+    def uncorrected(self) -> dict[str, list[list[float | None]]]:
+        """Per op, per size: the (out-of-place, in-place) times before the overhead was taken out."""
+        return {
+            table.op: [[p.measured_time_us for p in row.placements()] for row in table.rows]
+            for table in self.tables
+        }
 
     @property
     def hosts(self) -> list[str]:
@@ -119,4 +130,5 @@ class CalibrationResult:
             ranks=tuple(RankInfo(**rank) for rank in data["ranks"]),
             tables=tables,
             skipped=data["skipped"],
+            call_overhead_us=data.get("call_overhead_us", 0.0),
         )

@@ -105,6 +105,7 @@ class CalibrationSpec:
     warmup: int = DEFAULT_WARMUP  # untimed iterations before them (-w)
     ops: tuple[str, ...] = tuple(OPS)  # in the order they run
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole torchrun
+    nodes: int = 1  # hosts the ranks are spread over, world_size / nodes each (see calibrate.cluster)
 
     def __post_init__(self) -> None:
         if self.world_size < 1:
@@ -127,6 +128,13 @@ class CalibrationSpec:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"timeout must be > 0 s, got {self.timeout_s:g}")
+        if self.nodes < 1 or self.world_size % self.nodes:
+            raise ValueError(f"world size {self.world_size} does not divide into {self.nodes} node(s)")
+
+    @property
+    def per_node(self) -> int:
+        """Ranks on each node."""
+        return self.world_size // self.nodes
 
     def sizes(self) -> list[int]:
         """The requested sizes in bytes: min_bytes doubling up to max_bytes."""

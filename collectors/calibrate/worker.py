@@ -5,6 +5,10 @@ iterations, then `iters` timed back to back (the device synchronized before and 
 time is the per-iteration mean, and rank 0 keeps the slowest rank's. One more run from known
 inputs is checked (#wrong, summed over ranks). Rank 0 writes the CalibrationResult and prints
 one progress line per op, marked with PROGRESS_MARK for the launcher.
+
+Every time is the transfer alone: the host time of a call that moves nothing (the smallest
+all_reduce on a one-rank group: Python, c10d dispatch, the backend's call; `call_overhead_s`) is
+taken out, since the replay already counts a traced call's host time apart from its transfer.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ from tracehouse.collectors.calibrate.spec import (
 )
 from tracehouse.collectors.run_manifest import cpu_name, device_facts
 from tracehouse.collectors.train import init_distributed
+
+# Calls timed for the per-call overhead (a call takes microseconds: many, for a steady mean).
+OVERHEAD_ITERS = 100
+# The least share of a measured time kept as transfer once the overhead is taken out.
+MIN_TRANSFER_SHARE = 0.01
 
 
 def synchronize(device: torch.device) -> None:
@@ -84,8 +93,32 @@ def probe(op: str, spec: CalibrationSpec, device: torch.device) -> str | None:
     return f"{spec.backend} cannot run it at world size {spec.world_size} ({reasons[0]})" if reasons else None
 
 
+def call_overhead_s(spec: CalibrationSpec, device: torch.device) -> float:
+    """Host seconds of one call that moves nothing: the smallest all_reduce on a one-rank group,
+    timed like a placement over at least OVERHEAD_ITERS calls; the least over ranks (never more
+    than any rank spends)."""
+    solo, _ = dist.new_subgroups(group_size=1)
+    _, _, count = OPS["all_reduce"].sized(spec.min_bytes, 1)
+    buffer = torch.zeros(count, dtype=torch.float32, device=device)
+    for _ in range(spec.warmup):
+        dist.all_reduce(buffer, group=solo)
+    synchronize(device)
+    calls = max(spec.iters, OVERHEAD_ITERS)
+    start = time.perf_counter()
+    for _ in range(calls):
+        dist.all_reduce(buffer, group=solo)
+    synchronize(device)
+    return reduced((time.perf_counter() - start) / calls, dist.ReduceOp.MIN, device, torch.float64)
+
+
+def transfer_time(measured_s: float, overhead_s: float) -> float:
+    """The measured time less the per-call overhead; at least MIN_TRANSFER_SHARE of it (a time
+    must stay positive; such a point is nearly all overhead)."""
+    return max(measured_s - overhead_s, MIN_TRANSFER_SHARE * measured_s)
+
+
 def measure(
-    op: str, size_bytes: int, in_place: bool, spec: CalibrationSpec, device: torch.device
+    op: str, size_bytes: int, in_place: bool, spec: CalibrationSpec, device: torch.device, overhead_s: float
 ) -> Placement:
     """One placement of one size: timed, then validated once."""
     buffers = collectives.build(op, size_bytes, in_place, device)
@@ -100,6 +133,7 @@ def measure(
     synchronize(device)
     mean_s = (time.perf_counter() - start) / spec.iters
     slowest_s = reduced(mean_s, dist.ReduceOp.MAX, device, torch.float64)
+    transfer_s = transfer_time(slowest_s, overhead_s)
 
     buffers.fill()
     collectives.run_once(op, buffers)
@@ -110,13 +144,17 @@ def measure(
 
     n = spec.world_size
     send, recv, _ = OPS[op].sized(size_bytes, n)
-    algbw = max(send, recv) * DTYPE_BYTES / 1.0e9 / slowest_s
+    algbw = max(send, recv) * DTYPE_BYTES / 1.0e9 / transfer_s
     return Placement(
-        time_us=slowest_s * 1.0e6, algbw_gbps=algbw, busbw_gbps=algbw * OPS[op].bus_factor(n), wrong=wrong
+        time_us=transfer_s * 1.0e6,
+        algbw_gbps=algbw,
+        busbw_gbps=algbw * OPS[op].bus_factor(n),
+        wrong=wrong,
+        measured_time_us=slowest_s * 1.0e6,
     )
 
 
-def measure_op(op: str, spec: CalibrationSpec, device: torch.device) -> OpTable:
+def measure_op(op: str, spec: CalibrationSpec, device: torch.device, overhead_s: float) -> OpTable:
     """Every size of one op."""
     rows = []
     for size in spec.sizes():
@@ -128,8 +166,8 @@ def measure_op(op: str, spec: CalibrationSpec, device: torch.device) -> OpTable:
                 dtype=DTYPE,
                 redop=OPS[op].redop,
                 root=OPS[op].root,
-                out_of_place=measure(op, size, False, spec, device),
-                in_place=measure(op, size, True, spec, device),
+                out_of_place=measure(op, size, False, spec, device, overhead_s),
+                in_place=measure(op, size, True, spec, device, overhead_s),
             )
         )
     return OpTable(op=op, rows=tuple(rows))
@@ -144,6 +182,7 @@ def progress(line: str) -> None:
 def sweep(spec: CalibrationSpec, device: torch.device) -> CalibrationResult:
     """Every op of the spec; ops the backend cannot run are skipped with their reason."""
     ranks = all_ranks(device)
+    overhead_s = call_overhead_s(spec, device)
     tables, skipped = [], {}
     for op in spec.ops:
         started = time.perf_counter()
@@ -152,7 +191,7 @@ def sweep(spec: CalibrationSpec, device: torch.device) -> CalibrationResult:
             skipped[op] = reason
             progress(f"{OPS[op].program}: skipped: {reason}")
             continue
-        table = measure_op(op, spec, device)
+        table = measure_op(op, spec, device, overhead_s)
         tables.append(table)
         wrong = table.out_of_bounds
         progress(
@@ -169,6 +208,7 @@ def sweep(spec: CalibrationSpec, device: torch.device) -> CalibrationResult:
         ranks=ranks,
         tables=tuple(tables),
         skipped=skipped,
+        call_overhead_us=overhead_s * 1.0e6,
     )
 
 

@@ -11,8 +11,10 @@ from tracehouse.collectors.calibrate.spec import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_WARMUP,
     OPS,
+    CalibrationSpec,
     default_spec,
 )
+from tracehouse.collectors.slurm import DEFAULT_TIME_MARGIN_S
 from tracehouse.pipeline.cli.options import add_json_option, add_out_option
 from tracehouse.pipeline.common.errors import TracehouseError
 
@@ -61,6 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds for the whole sweep (default {DEFAULT_TIMEOUT_S:g})",
     )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="spread the ranks over N nodes (world size / N each); more than 1 needs --emit slurm, or "
+        "python -m tracehouse.collectors.calibrate.cluster on every node",
+    )
+    p.add_argument("--emit", choices=["slurm"], help="write OUT/calibrate.sbatch instead of running")
+    p.add_argument(
+        "--time-margin",
+        type=int,
+        default=DEFAULT_TIME_MARGIN_S,
+        metavar="S",
+        help="with --emit slurm: the job's time limit is --timeout plus S seconds, so the launcher "
+        f"stops a hung torchrun before SLURM kills the job (default {DEFAULT_TIME_MARGIN_S})",
+    )
     p.set_defaults(handler=handle)
 
 
@@ -69,19 +88,29 @@ def handle(args: argparse.Namespace) -> int:
     from tracehouse.collectors.calibrate.launch import resolve_backend, run_calibration  # when it runs
 
     ops = tuple(op.strip() for op in args.ops.split(",") if op.strip()) if args.ops else tuple(OPS)
+    # an emitted job runs on GPU nodes (it asks SLURM for them): auto means NCCL there
+    backend = "nccl" if args.emit and args.backend == "auto" else resolve_backend(args.backend)
     try:
         spec = default_spec(
             world_size=args.world_size,
-            backend=resolve_backend(args.backend),
+            backend=backend,
             min_bytes=args.min_bytes,
             max_bytes=args.max_bytes,
             iters=args.iters,
             warmup=args.warmup,
             ops=ops,
             timeout_s=args.timeout,
+            nodes=args.nodes,
         )
     except ValueError as exc:
         raise TracehouseError(f"invalid calibration: {exc}") from exc
+    if args.emit == "slurm":
+        return emit(spec, args)
+    if spec.nodes > 1:
+        raise TracehouseError(
+            f"a sweep over {spec.nodes} nodes runs one launcher per node: use --emit slurm, or "
+            "python -m tracehouse.collectors.calibrate.cluster on every node (docs/collectors.md)"
+        )
     human = sys.stderr if args.json else sys.stdout
     print(
         f"calibrating {', '.join(spec.ops)} on {spec.backend} at world size {spec.world_size}, "
@@ -103,4 +132,17 @@ def handle(args: argparse.Namespace) -> int:
         f"in {report.wall_s:.1f} s{skipped}",
         file=human,
     )
+    return 0
+
+
+def emit(spec: CalibrationSpec, args: argparse.Namespace) -> int:
+    """Write the sweep and its sbatch script into OUT; print the script's path."""
+    from tracehouse.collectors.calibrate.cluster import emit_slurm
+    from tracehouse.collectors.slurm import SlurmConfig
+
+    try:
+        config = SlurmConfig(time_margin_s=args.time_margin)
+    except ValueError as exc:
+        raise TracehouseError(f"invalid --time-margin: {exc}") from exc
+    print(emit_slurm(spec, args.out, config))
     return 0

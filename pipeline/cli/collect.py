@@ -38,7 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--active", type=int, default=3, help="profiled steps (default 3, after 1 wait + 1 warmup)"
     )
     p.add_argument("--study", help="study name (default: the model name)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per scale point")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="seconds per scale point (an emitted sbatch job gets this plus [slurm] time_margin_s)",
+    )
     add_json_option(p, "every scale point's run id, status and folder")
     p.set_defaults(handler=handle)
 
@@ -81,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
         from tracehouse.collectors.sweep import load_slurm_config
 
         config = load_slurm_config(args.sweep) if args.sweep is not None else SlurmConfig()
-        for script in emit_slurm(specs, args.out, config):
+        for script in emit_slurm(specs, args.out, config, timeout_s=args.timeout):
             print(script)
         return 0
     manifests = run_sweep(specs, args.out, timeout_s=args.timeout)

@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--devices-per-node",
         type=int,
         metavar="N",
-        help="node size of the calibrated network (default: the largest of the study's runs, else 8)",
+        help="devices each node has, where projected ranks are placed (default: the largest node_devices "
+        "of the study's manifests, else the most devices a run used per node, said in the notes, else 8)",
     )
     p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F", help="every compute cost / F")
     p.add_argument(

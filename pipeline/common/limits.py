@@ -46,7 +46,7 @@ MANIFEST_BOUNDS: dict[str, int | float] = {
     "tokens_per_step": 2**40,  # about 10^12 tokens per step
     "peak_flops": 1e18,  # FLOP/s per device (an H200 gives about 2e15 at fp8)
     "interval_ms": 2**31,  # power sampling interval
-    # stored as INTEGER: dp, tp, pp, world_size, nodes, devices_per_node, manifest_version
+    # stored as INTEGER: dp, tp, pp, world_size, nodes, devices_per_node, node_devices, manifest_version
 }
 MANIFEST_INT32_BOUND = 2**31
 

@@ -32,7 +32,9 @@ MANIFEST_VERSION = 1
 REQUIRED = ("study", "run_id")
 STATUSES = ("ok", "failed")
 # Fields stored in INTEGER columns of run_manifests; every other integer is a BIGINT.
-INT32_FIELDS = frozenset({"dp", "tp", "pp", "world_size", "nodes", "devices_per_node", "manifest_version"})
+INT32_FIELDS = frozenset(
+    {"dp", "tp", "pp", "world_size", "nodes", "devices_per_node", "node_devices", "manifest_version"}
+)
 RANK_KEY = re.compile(r"[0-9]{1,9}")  # a decimal rank that fits the INTEGER rank column
 SHOWN_CHARS = 60
 # The facts a user may state for a run without a manifest.json (`tracehouse ingest --tokens-per-step ...`).
@@ -83,7 +85,10 @@ class RunManifest:
     pp: int | None = None
     world_size: int | None = None
     nodes: int | None = None  # None: the warehouse counts the traces' hosts
-    devices_per_node: int | None = None
+    devices_per_node: int | None = None  # the devices each node ran ranks on (used, not capacity)
+    # the devices each node has (GPUs; the CPUs for gloo on CPU, which ranks may oversubscribe);
+    # None: not recorded (manifests before it)
+    node_devices: int | None = None
     device_type: str | None = None  # cuda | cpu | rocm
     device_name: str | None = None  # e.g. "NVIDIA H200"
     dtype: str | None = None  # bf16 | fp32 ...

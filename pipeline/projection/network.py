@@ -4,8 +4,10 @@ time(op, bytes, n) = latency x steps(op, n) + bytes x f(op, n) / busbw, with f t
 bus-bandwidth factor (so busbw is what nccl-tests prints) and steps the algorithm's sequential
 hops: ring all_gather / reduce_scatter / all_to_all n-1; all_reduce the fewer of the ring's
 2(n-1) and the tree's 2 ceil(log2 n) (NCCL picks the faster; equal bandwidth assumed);
-broadcast / reduce ceil(log2 n); send / recv 1. A group on one node uses the intra-node level;
-a group spanning nodes (n > devices per node) is bound by the inter-node level.
+broadcast / reduce ceil(log2 n); send / recv 1. A group is placed on the topology from its ranks
+and the rank -> host map (`place_group`): all ranks on one host use the intra-node level, a group
+spanning hosts is bound by the inter-node level, whatever its size (a strided data-parallel group
+{r, r+8} on 2x8 devices spans two nodes).
 
 Levels come from a network file (TOML, see docs/projection.md) or are fitted, per op and level,
 by least squares on the warehouse's `network_curves` (nccl-tests output, `tracehouse calibrate`,
@@ -15,6 +17,8 @@ and the measured collective instances of the runs).
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +59,41 @@ def latency_steps(op: str | None, n: int) -> float:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a group sits: how many nodes it spans and the most ranks it has on one of them."""
+
+    nodes: int
+    ranks_per_node: int
+
+    @property
+    def level(self) -> str:
+        return "intra_node" if self.nodes <= 1 else "inter_node"
+
+
+def place_group(ranks: Iterable[int], host_of: Mapping[int, Hashable | None]) -> Placement | None:
+    """The group's placement from the rank -> host map; None when a rank's host is unknown."""
+    hosts = [host_of.get(rank) for rank in ranks]
+    if not hosts or any(host is None for host in hosts):
+        return None
+    per_host = Counter(hosts)
+    return Placement(nodes=len(per_host), ranks_per_node=max(per_host.values()))
+
+
+def packed_hosts(world_size: int, devices_per_node: int) -> dict[int, int]:
+    """The rank -> node map of a projected layout: ranks fill each node's devices in order (the
+    launchers' --nproc_per_node order), devices_per_node being the node's capacity."""
+    return {rank: rank // devices_per_node for rank in range(world_size)}
+
+
+def rank_hosts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> dict[int, str | None]:
+    """The measured run's rank -> host map (traces.host; None where a trace names no host)."""
+    rows = connection.execute(
+        "SELECT rank, host FROM traces WHERE study = ? AND run_id = ?", [study, run_id]
+    ).fetchall()
+    return {int(rank): host for rank, host in rows}
+
+
+@dataclass(frozen=True)
 class Link:
     """One level of the network: bus bandwidth (GB/s, nccl-tests' busbw) and per-hop latency."""
 
@@ -77,10 +116,12 @@ class NetworkModel:
     source: str = ""
 
     def level(self, n: int) -> str:
+        """The level of a group of n ranks packed from one node's first device (no placement known)."""
         return "intra_node" if n <= self.devices_per_node else "inter_node"
 
-    def link(self, op: str | None, n: int) -> Link | None:
-        level = self.level(n)
+    def link(self, op: str | None, n: int, placement: Placement | None = None) -> Link | None:
+        """The link timing op across n ranks at the placement's level (packed when None)."""
+        level = placement.level if placement is not None else self.level(n)
         op = curve_op(op)
         for key in ((op or "", level), (FALLBACK_OP, level), ("*", level)):
             if key in self.links:
@@ -91,9 +132,11 @@ class NetworkModel:
                 return self.links[key]
         return None
 
-    def time_us(self, op: str | None, size: float, n: int) -> float | None:
+    def time_us(
+        self, op: str | None, size: float, n: int, placement: Placement | None = None
+    ) -> float | None:
         """The modelled transfer time, None when no level answers."""
-        link = self.link(op, n)
+        link = self.link(op, n, placement)
         return None if link is None else link.time_us(op, size, n)
 
 
@@ -160,12 +203,14 @@ def calibrated_network(
 ) -> NetworkModel:
     """Fit each op and level on `network_curves`, from the closest points it has: the run's own
     measured collective instances, else nccl-tests / `tracehouse calibrate` sweeps, else the
-    measured instances of the study's other runs (other studies' are left out: another machine)."""
+    measured instances of the study's other runs (other studies' are left out: another machine).
+    A point whose nodes are unknown (no host for some rank) is left out: its level is unknown."""
     rows = connection.execute(
-        """SELECT op, bytes, ranks, coalesce(nodes, 1), time_us,
+        """SELECT op, bytes, ranks, nodes, time_us,
                   CASE WHEN source <> 'trace' THEN 1 WHEN run_id = $run_id THEN 0 ELSE 2 END AS tier
            FROM network_curves
            WHERE time_us > 0 AND bytes > 0 AND ranks > 1 AND coalesce(in_place, false) = false
+             AND nodes IS NOT NULL
              AND (source <> 'trace' OR study = $study)""",
         {"study": study, "run_id": run_id},
     ).fetchall()

@@ -22,7 +22,12 @@ from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
-from tracehouse.pipeline.projection.network import NetworkModel, calibrated_network, load_network_file
+from tracehouse.pipeline.projection.network import (
+    NetworkModel,
+    calibrated_network,
+    load_network_file,
+    rank_hosts,
+)
 from tracehouse.pipeline.projection.results import (
     IdentityCheck,
     ProjectedPoint,
@@ -31,7 +36,13 @@ from tracehouse.pipeline.projection.results import (
 )
 from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
 from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline
-from tracehouse.pipeline.projection.unknowns import batch_flag, data_parallel_gap, knee_note, refusal_notes
+from tracehouse.pipeline.projection.unknowns import (
+    batch_flag,
+    data_parallel_gap,
+    knee_note,
+    node_size_note,
+    refusal_notes,
+)
 from tracehouse.pipeline.warehouse import transaction
 
 # The knee: the first world size whose marginal throughput per added device is below this share
@@ -62,15 +73,18 @@ def project_run(
     scenario_name: str,
     network: NetworkModel | None,
     built: tuple[RunTimeline, RunGraph] | None = None,
+    assumed: str | None = None,
 ) -> RunProjection:
     """The run's identity check and its projection at each world size (the measured one added); a
     world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`).
-    `built`: the run's timeline and graph when the caller has them already."""
+    `built`: the run's timeline and graph when the caller has them already; `assumed`: what the
+    projection had to assume of the topology (a note of every point)."""
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
+    hosts = rank_hosts(connection, study, run_id)
     replays: list[tuple[Layout, ReplayedRun]] = []
     refused: dict[int, str] = {}
     for size in sorted({facts.world_size, *world_sizes}):
@@ -79,9 +93,11 @@ def project_run(
             refused[size] = gap
             continue
         replays.append(
-            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network))))
+            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network, hosts))))
         )
-    notes = refusal_notes(refused)
+    # the node capacity places only projected layouts (the measured one sits on its traces' hosts)
+    placed = assumed and any(layout.world_size_new != facts.world_size for layout, _ in replays)
+    notes = [*refusal_notes(refused), *([assumed] if placed else [])]
     words = (scenario.describe(network), "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     points = with_measured(connection, facts, points, scenario.weak_scaling)
@@ -247,7 +263,9 @@ def project_study(
     paths = StudyPaths()
     with open_reader(warehouse_dir) as connection:
         runs = [run_id] if run_id is not None else study_runs(connection, study)
-        per_node = devices_per_node or node_size(connection, study)
+        per_node, assumed = (devices_per_node, None) if devices_per_node else node_size(connection, study)
+        if network_from_file is not None:
+            assumed = None  # the file states devices_per_node
         for run in runs:
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
@@ -266,6 +284,7 @@ def project_study(
                         scenario_name=scenario_name,
                         network=network,
                         built=built,
+                        assumed=assumed,
                     )
                 )
             except TracehouseError as exc:
@@ -278,13 +297,23 @@ def project_study(
     return results
 
 
-def node_size(connection: duckdb.DuckDBPyConnection, study: str) -> int:
-    """Devices per node of a calibrated network: the largest the study's runs used (a run on one
-    device says 1 of a node that may hold more), else DEFAULT_DEVICES_PER_NODE."""
-    (largest,) = connection.execute(
-        "SELECT max(devices_per_node) FROM runs WHERE study = ?", [study]
+def node_size(connection: duckdb.DuckDBPyConnection, study: str) -> tuple[int, str | None]:
+    """Devices per node of a calibrated network (a node's capacity, where projected ranks are
+    placed) and, when it had to be assumed, the note saying so: the largest node_devices the
+    study's runs recorded (never below the devices a node ran ranks on), else the most devices a
+    run used on one node (manifests written before node_devices), else DEFAULT_DEVICES_PER_NODE."""
+    capacity, used = connection.execute(
+        """SELECT max(CASE WHEN node_devices IS NOT NULL
+                               THEN greatest(node_devices, coalesce(devices_per_node, 1)) END),
+                  max(devices_per_node)
+           FROM runs WHERE study = ?""",
+        [study],
     ).fetchall()[0]
-    return int(largest) if largest else DEFAULT_DEVICES_PER_NODE
+    if capacity:
+        return int(capacity), None
+    if used:
+        return int(used), node_size_note(int(used), from_used=True)
+    return DEFAULT_DEVICES_PER_NODE, node_size_note(DEFAULT_DEVICES_PER_NODE, from_used=False)
 
 
 def study_runs(connection: duckdb.DuckDBPyConnection, study: str) -> list[str]:

@@ -12,10 +12,16 @@
   each unit, recorded at the unit's full size) and span the new data-parallel degree; tensor- and
   pipeline-parallel collectives keep their group and carry activations, which follow the tokens
   per device. Host gaps and launch delays never change.
+
+Each collective's level (intra- or inter-node) comes from where its group sits, never from its
+size: at the measured layout from the ranks' hosts (traces), else on the projected (dp, tp x pp)
+mesh (rank = dp index x tp x pp + model-parallel index, tp innermost, as `tracehouse collect`
+builds it) with ranks filling nodes of the network's devices_per_node (`group_ranks`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +29,7 @@ import numpy as np
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.graph import Cost, Phase
-from tracehouse.pipeline.projection.network import NetworkModel
+from tracehouse.pipeline.projection.network import NetworkModel, Placement, packed_hosts, place_group
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
 
 
@@ -113,9 +119,14 @@ def layout_for(facts: RunFacts, world_size: int) -> Layout:
 
 
 def edge_weights(
-    run: RunGraph, layout: Layout, scenario: Scenario, network: NetworkModel | None
+    run: RunGraph,
+    layout: Layout,
+    scenario: Scenario,
+    network: NetworkModel | None,
+    hosts: Mapping[int, Hashable | None] | None = None,
 ) -> np.ndarray:
-    """One weight per edge of the run's graph under the scenario (ns)."""
+    """One weight per edge of the run's graph under the scenario (ns); hosts is the measured
+    run's rank -> host map (traces.host), used at the measured layout."""
     g = run.graph
     tokens = 1.0 if scenario.weak_scaling else layout.dp / layout.dp_new
     optimizer = layout.dp / layout.dp_new if layout.sharded_optimizer else 1.0
@@ -127,7 +138,7 @@ def edge_weights(
     compute_like = np.isin(g.cost, (Cost.COMPUTE_MATMUL, Cost.COMPUTE_OTHER, Cost.MEMORY))
     factor[compute_like] *= phase_factor[compute_like]
     weights = g.fixed + g.base * factor
-    transfer = instance_transfers(run, layout, scenario, network, tokens)
+    transfer = instance_transfers(run, layout, scenario, network, tokens, hosts or {})
     is_transfer = g.cost == Cost.TRANSFER
     weights[is_transfer] = g.fixed[is_transfer] + transfer[g.instance[is_transfer]]
     local = g.cost == Cost.COMM_LOCAL
@@ -137,7 +148,12 @@ def edge_weights(
 
 
 def instance_transfers(
-    run: RunGraph, layout: Layout, scenario: Scenario, network: NetworkModel | None, tokens: float
+    run: RunGraph,
+    layout: Layout,
+    scenario: Scenario,
+    network: NetworkModel | None,
+    tokens: float,
+    hosts: Mapping[int, Hashable | None],
 ) -> np.ndarray:
     """Each matched instance's transfer (ns) under the scenario."""
     inst = run.instances
@@ -154,7 +170,11 @@ def instance_transfers(
             size = float(inst.bytes[i] or 0)
         else:
             n_new, size = n, float(inst.bytes[i] or 0) * tokens
-        modelled = network.time_us(inst.op[i], size, n_new) if network is not None and size > 0 else None
+        modelled = None
+        if network is not None and size > 0:
+            ranks = [rank for rank, _, _ in inst.members[i]]
+            placement = group_placement(ranks, inst.dim[i], n_new, layout, hosts, network.devices_per_node)
+            modelled = network.time_us(inst.op[i], size, n_new, placement)
         if modelled is not None:
             out[i] = modelled * 1e3
         elif not data_parallel:
@@ -172,3 +192,46 @@ def is_data_parallel(dim: str, layout: Layout) -> bool:
     if dim in DATA_PARALLEL_DIMS:
         return True
     return dim == "unknown" and layout.model_parallel == 1
+
+
+def group_placement(
+    ranks: list[int],
+    dim: str,
+    n_new: int,
+    layout: Layout,
+    hosts: Mapping[int, Hashable | None],
+    devices_per_node: int,
+) -> Placement | None:
+    """Where an instance's projected group sits: on the measured hosts when the layout is the
+    measured one and every rank's host is known, else on the projected mesh packed into nodes
+    of devices_per_node (None when the group's ranks are unknown)."""
+    if layout.world_size_new == layout.world_size and len(ranks) == n_new:
+        measured = place_group(ranks, hosts)
+        if measured is not None:
+            return measured
+    projected = group_ranks(ranks, dim, n_new, layout)
+    if not projected:
+        return None
+    return place_group(projected, packed_hosts(layout.world_size_new, devices_per_node))
+
+
+def group_ranks(ranks: list[int], dim: str, n_new: int, layout: Layout) -> list[int]:
+    """The ranks of the instance's group in the projected (dp, tp x pp) mesh: the whole world for
+    a world group; a data-parallel group keeps its first rank's model-parallel index and its
+    stride (tp x pp when it was seen on one rank) over n_new members; a model-parallel group
+    keeps its ranks, moved into the first data-parallel replica when the world shrinks."""
+    world = layout.world_size_new
+    if dim == "world" or n_new >= world:
+        return list(range(world))
+    if not ranks:
+        return []
+    ordered = sorted(set(ranks))
+    if is_data_parallel(dim, layout):
+        stride = ordered[1] - ordered[0] if len(ordered) > 1 else layout.model_parallel
+        first = ordered[0]
+        if first + (n_new - 1) * stride >= world:
+            first %= stride
+        return [first + j * stride for j in range(n_new)]
+    if ordered[-1] >= world:
+        return sorted({rank % layout.model_parallel for rank in ordered})
+    return ordered

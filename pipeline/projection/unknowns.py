@@ -1,7 +1,8 @@
 """What a projection does not know, in words: the data-parallel collectives of a run measured on one
 data-parallel rank that can be neither measured nor planned (its data-parallel scaling is refused),
-points with less than one sequence per data-parallel rank (flagged), and a knee that cannot be
-found (docs/projection.md "What a projection refuses, flags and cannot say")."""
+points with less than one sequence per data-parallel rank (flagged), a node capacity assumed
+(manifests without node_devices), and a knee that cannot be found (docs/projection.md "What a
+projection refuses, flags and cannot say")."""
 
 from __future__ import annotations
 
@@ -53,6 +54,21 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
         why = f"tracehouse plans them for ddp and fsdp runs, not {strategy}"
     return (
         f"one data-parallel rank measured, no data-parallel collective to scale, none can be planned: {why}"
+    )
+
+
+def node_size_note(per_node: int, *, from_used: bool) -> str:
+    """The node capacity a projection assumed, and why, when no manifest of the study records it."""
+    if from_used:
+        why = (
+            "the study's manifests record no node_devices (the devices a node has), only the devices "
+            "its runs used per node (devices_per_node); a node holding more would keep larger groups "
+            "on one node"
+        )
+    else:
+        why = "no manifest of the study records node_devices or devices_per_node (a DGX/HGX node assumed)"
+    return (
+        f"nodes assumed to hold {per_node} devices: {why}; state it with --devices-per-node or a network file"
     )
 
 

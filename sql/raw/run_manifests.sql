@@ -42,3 +42,4 @@ CREATE TABLE IF NOT EXISTS run_manifests (
     PRIMARY KEY (study, run_id)
 );
 ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS fsdp_units VARCHAR;  -- JSON object: FSDP unit -> parameters
+ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS node_devices INTEGER;  -- devices each node has (devices_per_node: used)

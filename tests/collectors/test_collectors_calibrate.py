@@ -317,7 +317,34 @@ def test_calibration_json_says_what_ran_where(sweep):
     assert report["skipped"] == {}
     assert [r["rank"] for r in report["ranks"]] == list(range(WORLD))
     assert report["wall_s"] > 0 and report["log"] == LOG_NAME
-    assert set(report["method"]) == {"time", "sizes", "in_place_only", "in_place_unvalidated"}
+    assert set(report["method"]) == {
+        "time",
+        "sizes",
+        "in_place_only",
+        "in_place_unvalidated",
+        "call_overhead",
+    }
+
+
+@pytest.mark.slow
+def test_the_per_call_overhead_is_measured_and_taken_out_of_every_time(sweep):
+    """The replay counts a traced call's host time apart from its transfer: the files hold the
+    measured time less the host time of a call that moves nothing (at least 1 % of it kept)."""
+    out, _ = sweep
+    report = json.loads((out / REPORT_NAME).read_text())
+    overhead = report["call_overhead_us"]
+    assert overhead > 0
+    uncorrected = report["uncorrected_time_us"]
+    assert set(uncorrected) == set(OPS)
+    for op in OPS:
+        lines = (out / perf_file_name(op)).read_text().splitlines()
+        rows = [cells_of(line) for line in lines if line and not line.startswith("#")]
+        assert len(rows) == len(SIZES) == len(uncorrected[op])
+        for cells, measured in zip(rows, uncorrected[op], strict=True):
+            for printed, before in zip((cells[5], cells[9]), measured, strict=True):
+                want = max(before - overhead, 0.01 * before)
+                # printed to 2 decimals, fewer above 9999.99 (five significant digits at least)
+                assert float(printed) == pytest.approx(want, rel=1e-4, abs=0.0051), (op, before, overhead)
 
 
 @pytest.mark.slow

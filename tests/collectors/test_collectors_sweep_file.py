@@ -164,4 +164,48 @@ def test_a_bad_slurm_table_is_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, HEAD + "[slurm]\ncpus = 8\n" + points)
     with pytest.raises(SweepFileError) as info:
         load_sweep(path)
-    assert str(info.value) == f"{path}: unknown key 'cpus' in [slurm]; allowed: cpus_per_task, exclusive"
+    assert str(info.value) == (
+        f"{path}: unknown key 'cpus' in [slurm]; allowed: cpus_per_task, exclusive, time_margin_s"
+    )
+    path = write(tmp_path, HEAD + "[slurm]\ntime_margin_s = 0\n" + points)
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    assert str(info.value) == f"{path}: [slurm]: time_margin_s must be a positive integer, got 0"
+
+
+def test_the_sbatch_time_limit_leaves_the_launcher_a_margin_to_write_a_failed_manifest(
+    tmp_path: Path,
+) -> None:
+    from tracehouse.collectors.slurm import time_limit
+
+    assert [time_limit(s) for s in (1, 60, 61, 4200, 90000)] == [
+        "0-00:01:00",
+        "0-00:01:00",
+        "0-00:02:00",
+        "0-01:10:00",
+        "1-01:00:00",
+    ]
+    points = 'devices_per_node = 8\nstrategies = ["fsdp"]\nworld_sizes = [16]\n'
+    head = HEAD.replace("global_batch = 8", "global_batch = 64")
+    out = tmp_path / "o"
+    assert main(["collect", str(write(tmp_path, head + points)), "--out", str(out), "--emit", "slurm"]) == 0
+    lines = (out / "fsdp-ws16-n2" / "job.sbatch").read_text().splitlines()
+    # the launcher's default timeout (3600 s) plus the default margin (600 s), not 01:00:00
+    assert "#SBATCH --time=0-01:10:00" in lines
+    srun = next(line for line in lines if line.startswith("srun "))
+    assert " --timeout 3600 -- --nnodes 2 --nproc_per_node 8 " in srun
+    stated = head + points + "[slurm]\ntime_margin_s = 1800\n"
+    argv = [
+        "collect",
+        str(write(tmp_path, stated)),
+        "--out",
+        str(out),
+        "--emit",
+        "slurm",
+        "--timeout",
+        "7200",
+    ]
+    assert main(argv) == 0
+    lines = (out / "fsdp-ws16-n2" / "job.sbatch").read_text().splitlines()
+    assert "#SBATCH --time=0-02:30:00" in lines
+    assert " --timeout 7200 -- " in next(line for line in lines if line.startswith("srun "))

@@ -69,6 +69,7 @@ RUN_MANIFESTS: dict[str, pl.DataType] = {
     "world_size": pl.Int32,
     "nodes": pl.Int32,
     "devices_per_node": pl.Int32,
+    "node_devices": pl.Int32,
     "device_type": pl.String,
     "device_name": pl.String,
     "dtype": pl.String,

@@ -49,6 +49,7 @@ SELECT
     CAST(coalesce(m.world_size, t.world_size) AS INTEGER) AS world_size,
     CAST(coalesce(m.nodes, t.n_hosts) AS INTEGER) AS nodes,
     m.devices_per_node,
+    m.node_devices,
     m.dp, m.tp, m.pp,
     m.device_type,
     coalesce(m.device_name, t.device_name) AS device_name,
