@@ -56,8 +56,10 @@ def torchrun_command(spec: RunSpec, run_dir: Path, rendezvous: list[str] | None 
 
 
 def child_env() -> dict[str, str]:
-    """The ranks' environment: one intra-op thread each, never DETAIL debug (DDP on CPU segfaults)."""
+    """The ranks' environment: one intra-op thread each, never DETAIL debug (DDP on CPU segfaults),
+    CUDA ordinals in PCI bus order (NVML's, so the power logs' GPU identities map onto them)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if env.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
         env["TORCH_DISTRIBUTED_DEBUG"] = "INFO"
     return env

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT, PhysicalGpu, cuda_ordinals
 from tracehouse.pipeline.parsers.power.common import samples_frame
 
 LOCAL_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
@@ -150,11 +151,14 @@ def parse_nvidia_smi_log(
         "host": [],
         **{c: [] for c in VALUE_FIELDS.values()},
     }
+    identities: list[tuple[str, str]] = []  # (uuid, pci.bus_id) of each row, "" where not logged
     for section in csv_sections(text):
         rows = [(n, line.partition("\t")[2] if stamped else line) for n, line in section]
-        read_section(path, rows, reader, columns, facts.get("host"))
+        read_section(path, rows, reader, columns, facts.get("host"), identities)
     if not columns["ts_unix_ns"]:
         raise PowerLogError(path, "nvidia-smi log has a header but no sample rows")
+    if VISIBLE_FACT in facts:
+        columns = as_cuda_ordinals(path, columns, identities, facts[VISIBLE_FACT])
     clock = ",".join(sorted(reader.clocks))
     return samples_frame(path, columns, host=host, source="nvidia-smi", clock=clock)
 
@@ -165,8 +169,10 @@ def read_section(
     reader: TimestampReader,
     columns: dict[str, list],
     file_host: str | None,
+    identities: list[tuple[str, str]],
 ) -> None:
-    """Append the samples of one CSV section (header line first) to columns."""
+    """Append the samples of one CSV section (header line first) to columns, the GPUs' identities
+    to identities."""
     if not rows or not is_query_gpu_header(rows[0][1]):
         first = rows[0][0] if rows else 1
         raise PowerLogError(
@@ -193,8 +199,29 @@ def read_section(
         columns["ts_unix_ns"].append(reader(number, cells["timestamp"]))
         columns["device"].append(int(device))
         columns["host"].append(host_cell(cells.get("hostname")) or file_host)
+        identities.append((cells.get("uuid", "").strip(), cells.get("pci.bus_id", "").strip()))
         for field, column in VALUE_FIELDS.items():
             columns[column].append(parse_cell(path, number, cells[field]) if field in cells else None)
+
+
+def as_cuda_ordinals(
+    path: Path, columns: dict[str, list], identities: list[tuple[str, str]], visible: str
+) -> dict[str, list]:
+    """The rows of the GPUs the run saw (CUDA_VISIBLE_DEVICES as the sampler recorded it), their
+    `device` the CUDA ordinal, as Kineto numbers it; other GPUs' rows (other jobs') are dropped."""
+    gpus = {
+        PhysicalGpu(index=device, uuid=uuid, pci_bus_id=bus)
+        for device, (uuid, bus) in zip(columns["device"], identities, strict=True)
+    }
+    if len({gpu.index for gpu in gpus}) != len(gpus):
+        raise PowerLogError(path, "one nvidia-smi index names two GPUs (uuid or pci.bus_id differ)")
+    ordinal = cuda_ordinals(visible, gpus)
+    keep = [i for i, device in enumerate(columns["device"]) if device in ordinal]
+    if not keep:
+        raise PowerLogError(path, f"no logged GPU is one of {VISIBLE_FACT}={visible[:80]!r}")
+    kept = {name: [values[i] for i in keep] for name, values in columns.items()}
+    kept["device"] = [ordinal[device] for device in kept["device"]]
+    return kept
 
 
 def read_header(path: Path, number: int, line: str) -> tuple[list[str], str]:
