@@ -109,3 +109,23 @@ def test_nvml_log_reads_identity_columns_and_legacy_logs(tmp_path: Path) -> None
     for path in (new, legacy):
         row = parse_power_log(path).row(0, named=True)
         assert (row["device"], row["power_w"], row["energy_counter_j"]) == (0, 250.0, 1.0)
+
+
+def test_dcgmi_log_maps_gpu_ids_through_an_index_list(tmp_path: Path) -> None:
+    """DCGM GPU ids are NVML indices; a UUID list cannot be mapped without UUIDs in the log."""
+    header = "#Entity         POWER             "
+    rows = "".join(f"{2000 + i}\tGPU {i}".ljust(21) + f" {100 + i}.000\n" for i in range(8))
+    for visible, expected in (
+        ("6,7", [(0, 106.0), (1, 107.0)]),
+        ("GPU-6a6", [(i, 100.0 + i) for i in range(8)]),
+    ):
+        head = format_log_header(
+            source="dcgmi",
+            host="n1",
+            interval_ms=100,
+            clock="host-realtime-at-read",
+            cuda_visible_devices=visible,
+        )
+        log = tmp_path / "power-n1-dcgmi.log"
+        log.write_text(f"{head}1000\t{header}\n{rows}")
+        assert parse_power_log(log).sort("device").select("device", "power_w").rows() == expected

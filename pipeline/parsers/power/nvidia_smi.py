@@ -17,8 +17,8 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
-from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT, PhysicalGpu, cuda_ordinals
-from tracehouse.pipeline.parsers.power.common import samples_frame
+from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT
+from tracehouse.pipeline.parsers.power.common import as_cuda_ordinals, samples_frame
 
 LOCAL_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
 # query-gpu field -> POWER_SAMPLES column (units as nvidia-smi reports them: W, C, %, MiB).
@@ -202,26 +202,6 @@ def read_section(
         identities.append((cells.get("uuid", "").strip(), cells.get("pci.bus_id", "").strip()))
         for field, column in VALUE_FIELDS.items():
             columns[column].append(parse_cell(path, number, cells[field]) if field in cells else None)
-
-
-def as_cuda_ordinals(
-    path: Path, columns: dict[str, list], identities: list[tuple[str, str]], visible: str
-) -> dict[str, list]:
-    """The rows of the GPUs the run saw (CUDA_VISIBLE_DEVICES as the sampler recorded it), their
-    `device` the CUDA ordinal, as Kineto numbers it; other GPUs' rows (other jobs') are dropped."""
-    gpus = {
-        PhysicalGpu(index=device, uuid=uuid, pci_bus_id=bus)
-        for device, (uuid, bus) in zip(columns["device"], identities, strict=True)
-    }
-    if len({gpu.index for gpu in gpus}) != len(gpus):
-        raise PowerLogError(path, "one nvidia-smi index names two GPUs (uuid or pci.bus_id differ)")
-    ordinal = cuda_ordinals(visible, gpus)
-    keep = [i for i, device in enumerate(columns["device"]) if device in ordinal]
-    if not keep:
-        raise PowerLogError(path, f"no logged GPU is one of {VISIBLE_FACT}={visible[:80]!r}")
-    kept = {name: [values[i] for i in keep] for name, values in columns.items()}
-    kept["device"] = [ordinal[device] for device in kept["device"]]
-    return kept
 
 
 def read_header(path: Path, number: int, line: str) -> tuple[list[str], str]:
