@@ -32,12 +32,10 @@ from tracehouse.collectors.spec import (
     RunSpec,
     trace_name,
 )
-from tracehouse.pipeline.common.manifest import MANIFEST_NAME, PowerCapture, RunManifest
+from tracehouse.pipeline.common.manifest import MANIFEST_NAME, NODE_POWER_TEMPLATE, PowerCapture, RunManifest
 
 # Seconds torchrun has to stop its ranks after SIGTERM before the whole group is killed.
 STOP_GRACE_S = 10.0
-# A node > 0 reports its power capture here (node 0 merges every node's into the manifest).
-NODE_POWER_TEMPLATE = "power.node{node}.json"
 # Seconds node 0 waits, after its torchrun ended, for the other nodes' reports (their torchrun
 # ends with the same collective, their sampler stops within seconds).
 NODE_REPORT_WAIT_S = 120.0
@@ -179,7 +177,11 @@ def merge_power(own: PowerCapture, reports: dict[int, PowerCapture | None]) -> P
     captures = [own, *(report for report in reports.values() if report is not None)]
     sources = sorted({c.source for c in captures if c.source})
     problems = [f"node 0: {own.failure}"] if own.failure else []
-    problems += [f"node {node}: reported no power capture" for node, r in reports.items() if r is None]
+    problems += [
+        f"node {node}: no power report within {NODE_REPORT_WAIT_S:g} s (ingest adds a later one)"
+        for node, r in reports.items()
+        if r is None
+    ]
     problems += [f"node {node}: {r.failure}" for node, r in reports.items() if r is not None and r.failure]
     reasons = [
         f"node {node}: {r.unavailable_reason}" for node, r in reports.items() if r and r.unavailable_reason

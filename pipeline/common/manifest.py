@@ -28,6 +28,8 @@ from tracehouse.pipeline.common.limits import (
 )
 
 MANIFEST_NAME = "manifest.json"
+# A multi-node run's node N > 0 reports its PowerCapture here, beside the manifest.
+NODE_POWER_TEMPLATE = "power.node{node}.json"
 MANIFEST_VERSION = 1
 REQUIRED = ("study", "run_id")
 STATUSES = ("ok", "failed")
