@@ -174,28 +174,29 @@ def read_node_reports(run_dir: Path, nodes: int, wait_s: float) -> dict[int, Pow
 
 def merge_power(own: PowerCapture, reports: dict[int, PowerCapture | None]) -> PowerCapture:
     """Node 0's capture with every other node's logs added, and what went wrong where."""
-    captures = [own, *(report for report in reports.values() if report is not None)]
-    sources = sorted({c.source for c in captures if c.source})
-    problems = [f"node 0: {own.failure}"] if own.failure else []
-    problems += [
-        f"node {node}: no power report within {NODE_REPORT_WAIT_S:g} s (ingest adds a later one)"
-        for node, r in reports.items()
-        if r is None
-    ]
-    problems += [f"node {node}: {r.failure}" for node, r in reports.items() if r is not None and r.failure]
-    reasons = [
-        f"node {node}: {r.unavailable_reason}" for node, r in reports.items() if r and r.unavailable_reason
-    ]
-    if sources and (own.unavailable_reason or reasons):  # some nodes captured, others could not
-        problems += [f"node 0: {own.unavailable_reason}"] if own.unavailable_reason else []
-        problems += reasons
+    nodes = {0: own, **reports}
+    captured = [c for c in nodes.values() if c is not None]
+    sources = sorted({c.source for c in captured if c.source})
+    problems = [node_problem(node, c, others_captured=bool(sources)) for node, c in nodes.items()]
+    reasons = [f"node {n}: {c.unavailable_reason}" for n, c in nodes.items() if c and c.unavailable_reason]
     return PowerCapture(
         source=",".join(sources) or None,
-        unavailable_reason=None if sources else " | ".join(filter(None, [own.unavailable_reason, *reasons])),
-        files=[name for c in captures for name in c.files],
-        interval_ms=next((c.interval_ms for c in captures if c.interval_ms is not None), None),
-        failure="; ".join(problems) or None,
+        unavailable_reason=None if sources else " | ".join(reasons),
+        files=[name for c in captured for name in c.files],
+        interval_ms=next((c.interval_ms for c in captured if c.interval_ms is not None), None),
+        failure="; ".join(p for p in problems if p) or None,
     )
+
+
+def node_problem(node: int, capture: PowerCapture | None, *, others_captured: bool) -> str | None:
+    """What went wrong with one node's power capture, None when nothing did."""
+    if capture is None:
+        return f"node {node}: no power report within {NODE_REPORT_WAIT_S:g} s (ingest adds a later one)"
+    if capture.failure:
+        return f"node {node}: {capture.failure}"
+    if capture.unavailable_reason and others_captured:  # its GPUs' energy is missing from the run's
+        return f"node {node}: {capture.unavailable_reason}"
+    return None
 
 
 def run_point(
