@@ -9,12 +9,16 @@ own part plus one full parameter.
 
 from __future__ import annotations
 
+import inspect
 import zlib
 
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 from tracehouse.collectors.llama import INIT_STD, Llama, rotary_tables
+
+# distribute_tensor's src_data_rank (local slicing) is newer than the torch floor (2.6).
+LOCAL_SLICING = "src_data_rank" in inspect.signature(distribute_tensor).parameters
 
 
 def parameter_seed(seed: int, name: str) -> int:
@@ -34,8 +38,10 @@ def local_part(full: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
     """This rank's slice of full as param holds it (all of it for a plain tensor)."""
     if not isinstance(param, DTensor):
         return full
-    # src_data_rank=None: every rank slices its own copy, no communication.
-    return distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None).to_local()
+    if LOCAL_SLICING:  # src_data_rank=None: every rank slices its own copy, no communication
+        return distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None).to_local()
+    # Older torch scatters rank 0's copy: the same values, since every rank drew the same full tensor.
+    return distribute_tensor(full, param.device_mesh, param.placements).to_local()
 
 
 @torch.no_grad()
