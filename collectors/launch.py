@@ -8,11 +8,14 @@ and node 0 writes the manifest.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
@@ -29,10 +32,13 @@ from tracehouse.collectors.spec import (
     RunSpec,
     trace_name,
 )
-from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
+from tracehouse.pipeline.common.manifest import MANIFEST_NAME, NODE_POWER_TEMPLATE, PowerCapture, RunManifest
 
 # Seconds torchrun has to stop its ranks after SIGTERM before the whole group is killed.
 STOP_GRACE_S = 10.0
+# Seconds node 0 waits, after its torchrun ended, for the other nodes' reports (their torchrun
+# ends with the same collective, their sampler stops within seconds).
+NODE_REPORT_WAIT_S = 120.0
 
 
 def now_iso() -> str:
@@ -56,8 +62,10 @@ def torchrun_command(spec: RunSpec, run_dir: Path, rendezvous: list[str] | None 
 
 
 def child_env() -> dict[str, str]:
-    """The ranks' environment: one intra-op thread each, never DETAIL debug (DDP on CPU segfaults)."""
+    """The ranks' environment: one intra-op thread each, never DETAIL debug (DDP on CPU segfaults),
+    CUDA ordinals in PCI bus order (NVML's, so the power logs' GPU identities map onto them)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if env.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
         env["TORCH_DISTRIBUTED_DEBUG"] = "INFO"
     return env
@@ -66,6 +74,7 @@ def child_env() -> dict[str, str]:
 def clear_outputs(run_dir: Path, world_size: int) -> None:
     """Remove what an earlier run of this point left, so nothing stale is mistaken for new."""
     names = [MANIFEST_NAME, LOSS_NAME, FACTS_NAME, LOG_NAME] + [trace_name(r) for r in range(world_size)]
+    names += [NODE_POWER_TEMPLATE.format(node=node) for node in range(1, world_size)]
     for name in names:
         (run_dir / name).unlink(missing_ok=True)
 
@@ -140,6 +149,56 @@ def run_torchrun(command: list[str], log_path: Path, timeout_s: float) -> str | 
     return None
 
 
+def write_node_power(run_dir: Path, node: int, power: PowerCapture) -> None:
+    """A node > 0's power capture, for node 0 to merge (written atomically: node 0 polls for it)."""
+    target = run_dir / NODE_POWER_TEMPLATE.format(node=node)
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(dataclasses.asdict(power), indent=2) + "\n")
+    tmp.replace(target)
+
+
+def read_node_reports(run_dir: Path, nodes: int, wait_s: float) -> dict[int, PowerCapture | None]:
+    """Each other node's power capture, None for a node that reported nothing within wait_s."""
+    deadline = time.monotonic() + wait_s
+    paths = {node: run_dir / NODE_POWER_TEMPLATE.format(node=node) for node in range(1, nodes)}
+    while not all(path.is_file() for path in paths.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    reports: dict[int, PowerCapture | None] = {}
+    for node, path in paths.items():
+        try:
+            reports[node] = PowerCapture(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            reports[node] = None
+    return reports
+
+
+def merge_power(own: PowerCapture, reports: dict[int, PowerCapture | None]) -> PowerCapture:
+    """Node 0's capture with every other node's logs added, and what went wrong where."""
+    nodes = {0: own, **reports}
+    captured = [c for c in nodes.values() if c is not None]
+    sources = sorted({c.source for c in captured if c.source})
+    problems = [node_problem(node, c, others_captured=bool(sources)) for node, c in nodes.items()]
+    reasons = [f"node {n}: {c.unavailable_reason}" for n, c in nodes.items() if c and c.unavailable_reason]
+    return PowerCapture(
+        source=",".join(sources) or None,
+        unavailable_reason=None if sources else " | ".join(reasons),
+        files=[name for c in captured for name in c.files],
+        interval_ms=next((c.interval_ms for c in captured if c.interval_ms is not None), None),
+        failure="; ".join(p for p in problems if p) or None,
+    )
+
+
+def node_problem(node: int, capture: PowerCapture | None, *, others_captured: bool) -> str | None:
+    """What went wrong with one node's power capture, None when nothing did."""
+    if capture is None:
+        return f"node {node}: no power report within {NODE_REPORT_WAIT_S:g} s (ingest adds a later one)"
+    if capture.failure:
+        return f"node {node}: {capture.failure}"
+    if capture.unavailable_reason and others_captured:  # its GPUs' energy is missing from the run's
+        return f"node {node}: {capture.unavailable_reason}"
+    return None
+
+
 def run_point(
     spec: RunSpec,
     out_dir: Path,
@@ -151,7 +210,8 @@ def run_point(
     """Run one scale point into out_dir/<run_id>/ and return its manifest (status ok or failed).
 
     node > 0 is another node of a multi-node run: it logs to its own file and leaves the
-    manifest (and clearing old outputs) to node 0.
+    manifest (and clearing old outputs) to node 0, and reports its power capture in
+    `power.node<N>.json`; node 0 waits for every node's report and lists all their power logs.
     """
     run_dir = Path(out_dir) / spec.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,6 +223,10 @@ def run_point(
     started_at = now_iso()
     with interrupt_on_sigterm(), capture_power(run_dir) as power:
         failure = run_torchrun(command, log_path, timeout_s)
+    if node > 0:
+        write_node_power(run_dir, node, power)
+    elif spec.nodes > 1:
+        power = merge_power(power, read_node_reports(run_dir, spec.nodes, NODE_REPORT_WAIT_S))
     manifest = build_manifest(
         spec,
         run_dir,

@@ -68,6 +68,18 @@ MODELS: dict[str, ModelConfig] = {
         vocab_size=1024,
         max_seq_len=256,
     ),
+    # 1.24 GB of fp32 weights in 24 small layers: bigger than a rank's whole resident memory
+    # when it builds its half at world size 2, which proves no rank holds the full model.
+    "medium": ModelConfig(
+        name="medium",
+        n_layers=24,
+        d_model=1024,
+        n_heads=8,
+        n_kv_heads=8,
+        ffn_hidden=2816,
+        vocab_size=1024,
+        max_seq_len=256,
+    ),
     "7b": ModelConfig(
         name="7b",
         n_layers=32,

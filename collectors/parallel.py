@@ -1,7 +1,9 @@
 """Parallel layouts of the Llama model: DDP, FSDP2, tensor parallel, pipeline, FSDP x TP.
 
-`build_replica` turns the full model (same seed on every rank) into this rank's part and
-returns a `Replica`: a train step (forward + backward) and the parameters to optimise.
+`build_replica` turns the model, built on the meta device, into this rank's part (cut, sharded,
+parallelised while still on meta), gives only that part storage and its initial weights
+(`materialize`), and returns a `Replica`: a train step (forward + backward) and the parameters
+to optimise.
 The same code runs on CPU with gloo and on CUDA with NCCL.
 """
 
@@ -14,12 +16,13 @@ import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel
 from tracehouse.collectors.llama import Llama, cross_entropy
+from tracehouse.collectors.materialize import materialize
 from tracehouse.collectors.spec import RunSpec
 from tracehouse.pipeline.common.hardware import training_dtype
 
@@ -79,11 +82,11 @@ def apply_tp(model: Llama, tp_mesh: DeviceMesh) -> None:
         parallelize_module(block, tp_mesh, BLOCK_TP_PLAN)
 
 
-def apply_fsdp(model: Llama, dp_mesh: DeviceMesh) -> None:
+def apply_fsdp(model: Llama, dp_mesh: DeviceMesh, policy: MixedPrecisionPolicy) -> None:
     """FSDP2: shard each block, then the root (embedding, final norm, output)."""
     for block in model.layers.values():
-        fully_shard(block, mesh=dp_mesh)
-    fully_shard(model, mesh=dp_mesh)
+        fully_shard(block, mesh=dp_mesh, mp_policy=policy)
+    fully_shard(model, mesh=dp_mesh, mp_policy=policy)
 
 
 def stage_layers(n_layers: int, pp: int, stage: int) -> range:
@@ -112,6 +115,7 @@ def pipeline_replica(
     """GPipe over the pp mesh: the first stage feeds tokens, only the last returns a loss."""
     stage_index, pp = mesh.get_local_rank(), spec.pp
     module = cut_stage(model, stage_index, pp)
+    materialize(module, device, spec.seed)  # only this stage's layers get memory
     stage = PipelineStage(module, stage_index, pp, device, group=mesh.get_group())
     schedule = ScheduleGPipe(stage, n_microbatches=spec.microbatches, loss_fn=cross_entropy)
 
@@ -134,23 +138,49 @@ def pipeline_replica(
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def device_autocast(device: torch.device) -> torch.autocast:
-    """Autocast to the device's training dtype (`hardware.training_dtype`, the manifest's dtype too);
-    off on CPU (fp32)."""
+def compute_dtype(device: torch.device) -> torch.dtype | None:
+    """The device's training dtype (`hardware.training_dtype`, the manifest's dtype too); None on
+    CPU, which trains in fp32."""
     if device.type != "cuda":
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=False)
+        return None
     device_type = "rocm" if torch.version.hip else "cuda"
-    dtype = training_dtype(device_type, torch.cuda.get_device_capability(device))
-    return torch.autocast("cuda", dtype=AUTOCAST_DTYPES[dtype])
+    return AUTOCAST_DTYPES[training_dtype(device_type, torch.cuda.get_device_capability(device))]
+
+
+def device_autocast(device: torch.device) -> torch.autocast:
+    """Autocast to the device's compute dtype; off on CPU (fp32)."""
+    dtype = compute_dtype(device)
+    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+def fsdp_policy(device: torch.device) -> MixedPrecisionPolicy:
+    """FSDP2's precision: on GPU parameters are all-gathered and used in the compute dtype and
+    gradients reduce-scattered in fp32 (torchtitan's default; without a policy FSDP2 moves fp32);
+    on CPU everything stays fp32."""
+    dtype = compute_dtype(device)
+    if dtype is None:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
 
 
 def build_replica(model: Llama, spec: RunSpec, mesh: DeviceMesh, device: torch.device) -> Replica:
-    """Parallelise the full model (already on device) for spec.strategy on mesh."""
+    """Parallelise the model (built on the meta device) for spec.strategy on mesh, then give this
+    rank's part memory on device and its initial weights."""
     autocast = device_autocast(device)
     if spec.strategy == "pp":
         return pipeline_replica(model, spec, mesh, device, autocast)
-    module: nn.Module = model
     dp_rank = 0
+    if spec.strategy == "fsdp":
+        apply_fsdp(model, mesh, fsdp_policy(device))
+        dp_rank = mesh.get_local_rank()
+    elif spec.strategy == "tp":
+        apply_tp(model, mesh)
+    elif spec.strategy == "fsdp_tp":
+        apply_tp(model, mesh["tp"])
+        apply_fsdp(model, mesh["dp"], fsdp_policy(device))
+        dp_rank = mesh["dp"].get_local_rank()
+    materialize(model, device, spec.seed)
+    module: nn.Module = model
     if spec.strategy == "ddp" and spec.world_size > 1:
         # One replica has nothing to all-reduce: world size 1 is the plain single-device baseline.
         # The only buffers are the constant rotary tables: broadcasting them each step is waste.
@@ -158,15 +188,6 @@ def build_replica(model: Llama, spec: RunSpec, mesh: DeviceMesh, device: torch.d
         # A Python comm hook puts DDP's all-reduce through torch.distributed, where it is labelled.
         module.register_comm_hook(state=None, hook=default_hooks.allreduce_hook)
         dp_rank = mesh.get_local_rank()
-    elif spec.strategy == "fsdp":
-        apply_fsdp(model, mesh)
-        dp_rank = mesh.get_local_rank()
-    elif spec.strategy == "tp":
-        apply_tp(model, mesh)
-    elif spec.strategy == "fsdp_tp":
-        apply_tp(model, mesh["tp"])
-        apply_fsdp(model, mesh["dp"])
-        dp_rank = mesh["dp"].get_local_rank()
     return Replica(
         parameters=module.parameters, forward_backward=plain_step(module, autocast), dp_rank=dp_rank
     )

@@ -1,7 +1,8 @@
 """The profiler as a context manager: `with profiling(cfg, out_dir, rank) as prof: ... prof.step()`.
 
 One gzipped Kineto trace per rank, named by `spec.TRACE_TEMPLATE`, holding `ProfilerStep#N` for the
-active steps of the schedule (`spec.ProfilingConfig`); every collective inside is labelled (`comm_labels`).
+active steps of the schedule (`spec.ProfilingConfig`), with input shapes, nn.Module events and, when
+asked, `[memory]` events; every collective inside is labelled (`comm_labels`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def profiling(cfg: ProfilingConfig, out_dir: Path, rank: int) -> Iterator[torch.
             schedule=schedule,
             on_trace_ready=write_trace,
             record_shapes=cfg.record_shapes,
+            with_modules=cfg.modules,
+            with_stack=cfg.modules,
+            profile_memory=cfg.profile_memory,
         ) as prof,
     ):
         yield prof

@@ -39,6 +39,11 @@ class ProfilingConfig:
     active: int = 3
     # Input shapes give gloo spans their message sizes; costs ~150 MB RSS per active step.
     record_shapes: bool = True
+    # nn.Module and python_function events (the layer above each op): torch's with_modules, and
+    # with_stack, since eager models get module events only from the Python tracer.
+    modules: bool = True
+    # [memory] instant events (every allocation and free): large traces, so only when asked.
+    profile_memory: bool = False
 
     def __post_init__(self) -> None:
         if self.wait < 0 or self.warmup < 0 or self.active < 1:

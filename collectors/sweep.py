@@ -8,7 +8,7 @@ seq_len = 64                # required
 strategies = ["ddp", "fsdp"]  # with world_sizes: one group of points (or use [[points]])
 world_sizes = [1, 2, 4]
 # optional: tp, pp, microbatches, seed, lr, devices_per_node (cluster: nodes = ws / it)
-[profile]                   # optional: wait, warmup, active, record_shapes
+[profile]                   # optional: wait, warmup, active, record_shapes, modules, profile_memory
 [slurm]                     # optional (--emit slurm): cpus_per_task (default 8 per rank), exclusive (true),
                             # time_margin_s (600: the job's --time is the launcher's --timeout plus it)
 [[points]]                  # optional, repeatable: strategies + world_sizes + any override above

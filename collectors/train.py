@@ -11,6 +11,7 @@ import argparse
 import faulthandler
 import json
 import os
+import resource
 import signal
 import socket
 import sys
@@ -72,12 +73,22 @@ def train(spec: RunSpec, replica: Replica, run_dir: Path, device: torch.device) 
     return losses
 
 
-def build_and_train(spec: RunSpec, run_dir: Path, device: torch.device) -> list[torch.Tensor | None]:
-    """Build this rank's replica from the full model, train it; the model is freed on return."""
-    torch.manual_seed(spec.seed)  # same initial weights on every rank, whatever the layout
-    model = Llama(get_model_config(spec.model)).to(device)
+def max_rss_bytes() -> int:
+    """This process's peak resident set size so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def build_and_train(
+    spec: RunSpec, run_dir: Path, device: torch.device
+) -> tuple[list[torch.Tensor | None], int]:
+    """Build this rank's replica and train it (the model is freed on return); the losses and the
+    peak RSS once the replica was built. The model is built on the meta device: no rank ever holds
+    all of it (`materialize`)."""
+    with torch.device("meta"):
+        model = Llama(get_model_config(spec.model))
     replica = build_replica(model, spec, build_mesh(spec, device.type), device)
-    return train(spec, replica, run_dir, device)
+    built_rss = max_rss_bytes()
+    return train(spec, replica, run_dir, device), built_rss
 
 
 def quiesce() -> None:
@@ -100,10 +111,11 @@ def global_losses(losses: list[torch.Tensor | None], device: torch.device) -> li
     return (total[:-1] / total[-1]).tolist()
 
 
-def write_rank0_outputs(run_dir: Path, losses: list[float], started_at: str) -> None:
-    """loss.jsonl and train_facts.json (hosts come from every rank)."""
-    hosts: list[str] = [""] * dist.get_world_size()
-    dist.all_gather_object(hosts, socket.gethostname())
+def write_rank0_outputs(run_dir: Path, losses: list[float], started_at: str, built_rss: int) -> None:
+    """loss.jsonl and train_facts.json (hosts and build RSS come from every rank)."""
+    ranks: list[tuple[str, int]] = [("", 0)] * dist.get_world_size()
+    dist.all_gather_object(ranks, (socket.gethostname(), built_rss))
+    hosts = [host for host, _ in ranks]
     if dist.get_rank() != 0:
         return
     lines = [json.dumps({"step": step, "loss": loss}) for step, loss in enumerate(losses)]
@@ -111,6 +123,8 @@ def write_rank0_outputs(run_dir: Path, losses: list[float], started_at: str) -> 
     facts = {
         **device_facts(),
         "hosts": sorted(set(hosts)),
+        # Per rank: peak resident bytes once its part of the model was built, before step 0.
+        "build_max_rss_bytes": [rss for _, rss in ranks],
         "train_started_at": started_at,
         "train_ended_at": now_iso(),
     }
@@ -126,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     spec, run_dir = RunSpec.read(spec_path), spec_path.parent
     device = init_distributed()
     started_at = now_iso()
-    losses = global_losses(build_and_train(spec, run_dir, device), device)
-    write_rank0_outputs(run_dir, losses, started_at)
+    rank_losses, built_rss = build_and_train(spec, run_dir, device)
+    write_rank0_outputs(run_dir, global_losses(rank_losses, device), started_at, built_rss)
     quiesce()
     dist.destroy_process_group()
     return 0

@@ -19,9 +19,11 @@ log = logging.getLogger(__name__)
 
 
 class PowerSampler(Protocol):
-    """What every source offers: `start` (raises PowerSourceError when unusable) and `stop`."""
+    """What every source offers: `start` (raises PowerSourceError when unusable) and `stop`;
+    `error` is set when sampling stopped before `stop` (NVML failed, the tool exited)."""
 
     source: str
+    error: PowerSourceError | None
 
     def start(self) -> list[str]: ...
 
@@ -45,7 +47,8 @@ def capture_power(
 ) -> Iterator[PowerCapture]:
     """Sample power into out_dir while the block runs; yield how (or why not) it was captured.
 
-    When no source works the block still runs and the PowerCapture says why, per source.
+    When no source works the block still runs and the PowerCapture says why, per source; when
+    the source stops mid-run, the PowerCapture's `failure` says so once the block has ended.
     """
     config = config or SamplerConfig(out_dir=Path(out_dir), interval_ms=interval_ms)
     sources = AUTO_ORDER if source == "auto" else (source,)
@@ -57,10 +60,13 @@ def capture_power(
         except PowerSourceError as exc:
             reasons.append(f"{sampler.source}: {exc}")
             continue
+        capture = PowerCapture(source=sampler.source, files=files, interval_ms=config.interval_ms)
         try:
-            yield PowerCapture(source=sampler.source, files=files, interval_ms=config.interval_ms)
+            yield capture
         finally:
             sampler.stop()
+            if sampler.error is not None:  # the manifest, written after the block, records it
+                capture.failure = f"{sampler.source} sampling stopped early: {sampler.error}"
         return
     reason = " | ".join(reasons)
     log.warning("no GPU power capture: %s", reason)

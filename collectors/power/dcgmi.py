@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from tracehouse.collectors.power.config import SamplerConfig
+from tracehouse.collectors.power.nvml import visible_fact
 from tracehouse.collectors.power.stamped_process import StampedProcessSampler
 from tracehouse.pipeline.common.power_log import DCGMI_CLOCK, format_log_header
 
@@ -34,7 +35,11 @@ class DcgmiSampler(StampedProcessSampler):
 
     def __init__(self, config: SamplerConfig) -> None:
         header = format_log_header(
-            source=self.source, host=config.host, interval_ms=config.interval_ms, clock=DCGMI_CLOCK
+            source=self.source,
+            host=config.host,
+            interval_ms=config.interval_ms,
+            clock=DCGMI_CLOCK,
+            **visible_fact(),
         )
         super().__init__(
             command=dmon_command(config),

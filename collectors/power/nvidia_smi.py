@@ -6,10 +6,12 @@ import re
 import time
 
 from tracehouse.collectors.power.config import SamplerConfig
+from tracehouse.collectors.power.nvml import visible_fact
 from tracehouse.collectors.power.stamped_process import StampedProcessSampler
 from tracehouse.pipeline.common.power_log import format_log_header
 
-QUERY = "timestamp,index,uuid,power.draw,temperature.gpu,utilization.gpu,memory.used"
+# uuid and pci.bus_id say which physical GPU each index is (mapped to CUDA ordinals at ingest).
+QUERY = "timestamp,index,uuid,pci.bus_id,power.draw,temperature.gpu,utilization.gpu,memory.used"
 SAMPLE_ROW = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d")  # a row starts with its timestamp
 
 
@@ -37,6 +39,7 @@ class NvidiaSmiSampler(StampedProcessSampler):
             interval_ms=config.interval_ms,
             clock="nvidia-smi-localtime",
             utc_offset_s=time.localtime().tm_gmtoff,
+            **visible_fact(),
         )
         super().__init__(
             command=query_command(config),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -11,15 +12,41 @@ from typing import IO, Any
 
 from tracehouse.collectors.power.config import SamplerConfig
 from tracehouse.collectors.power.errors import PowerSourceError, from_nvml_error
-from tracehouse.pipeline.common.power_log import NVML_CLOCK, NVML_COLUMNS, NVML_HEADER, format_log_header
+from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT, PhysicalGpu, visible_gpus
+from tracehouse.pipeline.common.power_log import (
+    NVML_CLOCK,
+    NVML_COLUMNS,
+    NVML_IDENTITY_COLUMNS,
+    NVML_IDENTITY_HEADER,
+    format_log_header,
+)
 
 log = logging.getLogger(__name__)
 
 
-def format_row(ts_unix_ns: int, device: int, readings: dict[str, int | None]) -> str:
+def format_row(ts_unix_ns: int, device: int, readings: dict[str, int | str | None]) -> str:
     """One CSV row of the NVML log; a reading the GPU does not support is left empty."""
-    values = [ts_unix_ns, device, *(readings.get(name) for name in list(NVML_COLUMNS)[2:])]
-    return ",".join("" if value is None else str(int(value)) for value in values) + "\n"
+    names = [*list(NVML_COLUMNS)[2:], *NVML_IDENTITY_COLUMNS]
+    values = [ts_unix_ns, device, *(readings.get(name) for name in names)]
+    return ",".join(cell_text(value) for value in values) + "\n"
+
+
+def cell_text(value: int | str | None) -> str:
+    """A CSV cell: empty for None, text as it is (UUID, bus id), integers in NVML's units."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(int(value))
+
+
+def visible_variable() -> str | None:
+    """CUDA_VISIBLE_DEVICES as this process (and the ranks it launches) has it; None when unset."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def visible_fact() -> dict[str, str]:
+    """The header fact recording CUDA_VISIBLE_DEVICES, none when unset."""
+    visible = visible_variable()
+    return {} if visible is None else {VISIBLE_FACT: visible.replace(" ", "")}
 
 
 class NvmlSampler:
@@ -32,7 +59,7 @@ class NvmlSampler:
         self.path = config.log_path(self.source, "csv")
         self.error: PowerSourceError | None = None  # set when sampling stopped early
         self._nvml: Any = None
-        self._handles: list[Any] = []
+        self._handles: list[tuple[Any, PhysicalGpu]] = []  # CUDA ordinal order
         self._file: IO[str] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -53,8 +80,9 @@ class NvmlSampler:
                 host=self.config.host,
                 interval_ms=self.config.interval_ms,
                 clock=NVML_CLOCK,
+                **visible_fact(),
             )
-            self._file.write(header + NVML_HEADER + "\n")
+            self._file.write(header + NVML_IDENTITY_HEADER + "\n")
             self._sample_all()  # fail here, not silently in the thread
         except BaseException:
             self._close(remove=True)
@@ -77,15 +105,18 @@ class NvmlSampler:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _open_devices(self) -> list[Any]:
+    def _open_devices(self) -> list[tuple[Any, PhysicalGpu]]:
+        """The GPUs the run's ranks see (NVML sees every GPU of the host, other jobs' too), by ordinal."""
         nvml = self._nvml
         try:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+            gpus = [physical_gpu(nvml, index, handle) for index, handle in enumerate(handles)]
         except nvml.NVMLError as exc:
             raise from_nvml_error(exc, "device enumeration") from exc
-        if not handles:
+        visible = visible_gpus(visible_variable(), gpus)
+        if not visible:
             raise PowerSourceError("NVML sees no GPU: check CUDA_VISIBLE_DEVICES and `nvidia-smi -L`")
-        return handles
+        return [(handles[gpu.index], gpu) for gpu in visible]
 
     def _run(self) -> None:
         period_s = self.config.interval_ms / 1000.0
@@ -101,9 +132,10 @@ class NvmlSampler:
 
     def _sample_all(self) -> None:
         assert self._file is not None
-        for index, handle in enumerate(self._handles):
+        for ordinal, (handle, gpu) in enumerate(self._handles):
             ts = time.time_ns()
-            self._file.write(format_row(ts, index, self._read(handle)))
+            identity = {"uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id}
+            self._file.write(format_row(ts, ordinal, {**self._read(handle), **identity}))
         self._file.flush()
 
     def _read(self, handle: Any) -> dict[str, int | None]:
@@ -135,6 +167,17 @@ class NvmlSampler:
             with contextlib.suppress(self._nvml.NVMLError):  # after a failure: nothing left to do
                 self._nvml.nvmlShutdown()
             self._nvml = None
+
+
+def physical_gpu(nvml: Any, index: int, handle: Any) -> PhysicalGpu:
+    """NVML's identity of one GPU (older nvidia-ml-py returns bytes)."""
+    uuid, bus_id = nvml.nvmlDeviceGetUUID(handle), nvml.nvmlDeviceGetPciInfo(handle).busId
+    return PhysicalGpu(index=index, uuid=as_text(uuid), pci_bus_id=as_text(bus_id))
+
+
+def as_text(value: str | bytes) -> str:
+    """NVML text, decoded where the binding left it bytes."""
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def import_pynvml() -> Any:

@@ -47,6 +47,7 @@ class StampedProcessSampler:
         self._reader: threading.Thread | None = None
         self._first_sample = threading.Event()
         self._last_line = ""
+        self.error: PowerSourceError | None = None  # set when the command exited before stop()
 
     def start(self) -> list[str]:
         """Start the command, wait for its first sample, return the log's name."""
@@ -75,6 +76,11 @@ class StampedProcessSampler:
 
     def stop(self) -> None:
         """Stop the command, finish reading what it printed, close the log."""
+        if self._first_sample.is_set() and self._process is not None and self._process.poll() is not None:
+            said = f"; it said: {self._last_line}" if self._last_line else ""
+            self.error = PowerSourceError(
+                f"`{' '.join(self.command)}` exited with status {self._process.returncode} mid-run{said}"
+            )
         self._terminate()
         if self._reader is not None:
             self._reader.join()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -37,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--active", type=int, default=3, help="profiled steps (default 3, after 1 wait + 1 warmup)"
     )
+    p.add_argument(
+        "--profile-memory",
+        action="store_true",
+        help="also record allocations ([memory] events; every scale point, the sweep file's too)",
+    )
     p.add_argument("--study", help="study name (default: the model name)")
     p.add_argument(
         "--timeout",
@@ -63,10 +69,15 @@ def point_from_flags(args: argparse.Namespace) -> RunSpec:
             global_batch=args.global_batch,
             seq_len=args.seq_len,
             tp=args.tp,
-            profile=ProfilingConfig(active=args.active),
+            profile=ProfilingConfig(active=args.active, profile_memory=args.profile_memory),
         )
     except ValueError as exc:
         raise TracehouseError(f"invalid scale point: {exc}") from exc
+
+
+def with_memory(spec: RunSpec) -> RunSpec:
+    """The point with profile_memory on (`--profile-memory` over a sweep file)."""
+    return dataclasses.replace(spec, profile=dataclasses.replace(spec.profile, profile_memory=True))
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -78,7 +89,11 @@ def handle(args: argparse.Namespace) -> int:
             raise TracehouseError("give either a sweep file or --model/--strategy/--world-size, not both")
         if not args.sweep.is_file():
             raise SweepFileError(args.sweep, "no such sweep file")
-        specs = load_sweep(args.sweep)
+        specs = (
+            [with_memory(spec) for spec in load_sweep(args.sweep)]
+            if args.profile_memory
+            else load_sweep(args.sweep)
+        )
     else:
         specs = [point_from_flags(args)]
     if args.emit == "slurm":

@@ -28,6 +28,8 @@ from tracehouse.pipeline.common.limits import (
 )
 
 MANIFEST_NAME = "manifest.json"
+# A multi-node run's node N > 0 reports its PowerCapture here, beside the manifest.
+NODE_POWER_TEMPLATE = "power.node{node}.json"
 MANIFEST_VERSION = 1
 REQUIRED = ("study", "run_id")
 STATUSES = ("ok", "failed")
@@ -60,6 +62,9 @@ class PowerCapture:
     unavailable_reason: str | None = None  # set exactly when source is None
     files: list[str] = field(default_factory=list)  # power logs beside the manifest
     interval_ms: int | None = None
+    # Set when capture started but is incomplete: sampling stopped mid-run (an NVML error), a
+    # node's sampler reported nothing; one line per problem, "; "-joined. Ingest warns of it.
+    failure: str | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, prefix="power.")

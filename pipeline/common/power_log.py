@@ -19,7 +19,7 @@ LOG_VERSION = 1
 # The NVML sampler writes exactly these columns, in this order: name -> what it holds.
 NVML_COLUMNS: dict[str, str] = {
     "ts_unix_ns": "host CLOCK_REALTIME when the device was read",
-    "device": "NVML device index",
+    "device": "CUDA ordinal under the run's CUDA_VISIBLE_DEVICES (the NVML index in legacy logs)",
     "power_mw": "nvmlDeviceGetPowerUsage",
     "energy_counter_mj": "nvmlDeviceGetTotalEnergyConsumption (since driver load)",
     "temperature_c": "nvmlDeviceGetTemperature(GPU)",
@@ -27,6 +27,13 @@ NVML_COLUMNS: dict[str, str] = {
     "mem_used_bytes": "nvmlDeviceGetMemoryInfo().used",
 }
 NVML_HEADER = ",".join(NVML_COLUMNS)
+# The sampler appends which physical GPU each row's ordinal is (text); logs without them (written
+# before) stay readable, their `device` is the NVML index.
+NVML_IDENTITY_COLUMNS: dict[str, str] = {
+    "uuid": "nvmlDeviceGetUUID",
+    "pci_bus_id": "nvmlDeviceGetPciInfo().busId",
+}
+NVML_IDENTITY_HEADER = ",".join([*NVML_COLUMNS, *NVML_IDENTITY_COLUMNS])
 NVML_CLOCK = "host-realtime"
 DCGMI_CLOCK = "host-realtime-at-read"
 

@@ -33,6 +33,7 @@ from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
 from tracehouse.pipeline.discovery.grouping import RunGroup, group_folder
 from tracehouse.pipeline.discovery.header import read_header
 from tracehouse.pipeline.discovery.jobs import Discovery, NcclTestsJob, PowerJob, RunSource, TraceJob
+from tracehouse.pipeline.discovery.node_power import late_node_logs
 from tracehouse.pipeline.discovery.ranks import RANK_OPTION, RankOptions
 from tracehouse.pipeline.discovery.sniff import (
     is_nccl_tests_output,
@@ -373,8 +374,9 @@ def _add_power(manifest: RunManifest, directory: Path, found: Discovery) -> None
 
 
 def _power_paths(manifest: RunManifest, directory: Path) -> list[Path]:
-    """The absolute paths of the power logs a manifest lists."""
-    return [(directory / name).absolute() for name in manifest.power.files]
+    """The absolute paths of the power logs a manifest lists, and those its other nodes reported late."""
+    names = [*manifest.power.files, *late_node_logs(manifest, directory)]
+    return [(directory / name).absolute() for name in names]
 
 
 def _add_nccl_tests(paths: list[Path], folders: list[_Folder], study: str | None, found: Discovery) -> None:

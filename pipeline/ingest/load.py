@@ -87,6 +87,7 @@ def load_all(
                     groups, first = None, []
             batch = Batch(warehouse, summary, reporter, found.traces)
             registered = _catalog_phase(found, batch, reporter, len(tasks), clean=not new)
+            summary.warnings.extend(power_failures(found))
             if groups is None:
                 groups = run_tasks(tasks, str(warehouse), registered, **_on(client, engine, summary))
             _register(itertools.chain([first], groups), batch, reporter, summary)
@@ -117,6 +118,15 @@ def _created_beside(warehouse: Path, started: Generator[list[FileOutcome], None,
 def _on(client: Any, engine: tuple[str, int], summary: IngestSummary) -> dict[str, Any]:
     """run_tasks' options: where the tasks run, where its warnings go."""
     return {"client": client, "engine": engine, "warn": summary.warnings.append}
+
+
+def power_failures(found: Discovery) -> list[str]:
+    """One warning per run whose manifest says its power capture is incomplete."""
+    return [
+        f"{source.path or 'run'}: power capture of {m.study}/{m.run_id} is incomplete: {m.power.failure}"
+        for source in found.runs
+        if (m := source.manifest).power.failure
+    ]
 
 
 def _catalog_phase(

@@ -86,7 +86,7 @@ def test_nvidia_smi_sampler_replaying_a_real_capture(tmp_path: Path, fake_tool, 
         250,
     )
     assert argv.read_text().split() == [
-        "--query-gpu=timestamp,index,uuid,power.draw,temperature.gpu,utilization.gpu,memory.used",
+        "--query-gpu=timestamp,index,uuid,pci.bus_id,power.draw,temperature.gpu,utilization.gpu,memory.used",
         "--format=csv",
         "-lms",
         "250",

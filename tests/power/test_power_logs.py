@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracehouse.collectors.power.nvml import format_row
 from tracehouse.pipeline.common.errors import PowerLogError
-from tracehouse.pipeline.common.power_log import NVML_HEADER, format_log_header
+from tracehouse.pipeline.common.power_log import NVML_HEADER, NVML_IDENTITY_HEADER, format_log_header
 from tracehouse.pipeline.parsers.power.parse import parse_power_log
 from tracehouse.pipeline.schema import POWER_SAMPLES
 
@@ -117,10 +117,12 @@ def test_nvml_log_converts_vendor_units_once(tmp_path: Path) -> None:
             "temperature_c": 61,
             "gpu_util_pct": 97,
             "mem_used_bytes": 3 << 30,
+            "uuid": "GPU-4b1c55a1",
+            "pci_bus_id": "00000000:9A:00.0",
         },
     )
     rows += format_row(11, 1, {"power_mw": 70000})  # unsupported readings stay empty
-    frame = parse_power_log(write(tmp_path, f"{head}{NVML_HEADER}\n{rows}"))
+    frame = parse_power_log(write(tmp_path, f"{head}{NVML_IDENTITY_HEADER}\n{rows}"))
     assert frame.rows() == [
         ("n2", 0, 10, 312.25, 9876.543, 61.0, 97.0, 3072.0, "nvml", "host-realtime"),
         ("n2", 1, 11, 70.0, None, None, None, None, "nvml", "host-realtime"),
@@ -137,7 +139,9 @@ def test_nvml_log_converts_vendor_units_once(tmp_path: Path) -> None:
 )
 def test_nvml_round_trip_is_exact(tmp_path_factory: pytest.TempPathFactory, rows: list[tuple]) -> None:
     text = (
-        format_log_header(source="nvml", host="h", interval_ms=1, clock="host-realtime") + NVML_HEADER + "\n"
+        format_log_header(source="nvml", host="h", interval_ms=1, clock="host-realtime")
+        + NVML_IDENTITY_HEADER
+        + "\n"
     )
     text += "".join(
         format_row(ts, dev, {"power_mw": mw, "energy_counter_mj": mj}) for ts, dev, mw, mj in rows

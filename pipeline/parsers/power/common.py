@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT, PhysicalGpu, cuda_ordinals
 from tracehouse.pipeline.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, POWER_RANGES
 from tracehouse.pipeline.schema import POWER_SAMPLES
 
@@ -115,3 +116,23 @@ def checked_samples(path: Path, frame: pl.DataFrame) -> tuple[pl.DataFrame, tupl
 def _shown_range(name: str) -> str:
     low, high = POWER_RANGES[name]
     return f"[{low:g}, {high:g}]"
+
+
+def as_cuda_ordinals(
+    path: Path, columns: dict[str, list], identities: list[tuple[str, str]], visible: str
+) -> dict[str, list]:
+    """The rows of the GPUs the run saw (CUDA_VISIBLE_DEVICES as the sampler recorded it), their
+    `device` the CUDA ordinal, as Kineto numbers it; other GPUs' rows (other jobs') are dropped."""
+    gpus = {
+        PhysicalGpu(index=device, uuid=uuid, pci_bus_id=bus)
+        for device, (uuid, bus) in zip(columns["device"], identities, strict=True)
+    }
+    if len({gpu.index for gpu in gpus}) != len(gpus):
+        raise PowerLogError(path, "one GPU index names two GPUs (uuid or pci.bus_id differ)")
+    ordinal = cuda_ordinals(visible, gpus)
+    keep = [i for i, device in enumerate(columns["device"]) if device in ordinal]
+    if not keep:
+        raise PowerLogError(path, f"no logged GPU is one of {VISIBLE_FACT}={visible[:80]!r}")
+    kept = {name: [values[i] for i in keep] for name, values in columns.items()}
+    kept["device"] = [ordinal[device] for device in kept["device"]]
+    return kept

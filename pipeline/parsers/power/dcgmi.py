@@ -6,8 +6,9 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
+from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT
 from tracehouse.pipeline.common.power_log import DCGMI_CLOCK
-from tracehouse.pipeline.parsers.power.common import dcgm_number, samples_frame
+from tracehouse.pipeline.parsers.power.common import as_cuda_ordinals, dcgm_number, samples_frame
 
 # dmon column name (DCGM's short name) -> (POWER_SAMPLES column, divisor to its unit).
 # 1002 SMACT, 1004 TENSO, 1005 DRAMA are read but have no column in POWER_SAMPLES yet.
@@ -76,6 +77,10 @@ def parse_dcgmi_log(path: Path, text: str, facts: dict[str, str], *, host: str |
     if not columns["ts_unix_ns"]:
         detail = f"dcgmi said: {messages[0][:200]}" if messages else "no GPU rows"
         raise PowerLogError(path, f"dcgmi dmon log has no samples ({detail})")
+    visible = facts.get(VISIBLE_FACT)
+    if visible is not None and "GPU-" not in visible and "MIG-" not in visible:
+        # DCGM's GPU ids are NVML's indices; a dmon log names no UUID, so only indices map.
+        columns = as_cuda_ordinals(path, columns, [("", "")] * len(columns["device"]), visible)
     return samples_frame(
         path, columns, host=facts.get("host") or host, source="dcgmi", clock=facts.get("clock", DCGMI_CLOCK)
     )

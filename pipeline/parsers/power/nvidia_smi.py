@@ -17,7 +17,8 @@ from pathlib import Path
 
 import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
-from tracehouse.pipeline.parsers.power.common import samples_frame
+from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT
+from tracehouse.pipeline.parsers.power.common import as_cuda_ordinals, samples_frame
 
 LOCAL_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
 # query-gpu field -> POWER_SAMPLES column (units as nvidia-smi reports them: W, C, %, MiB).
@@ -150,11 +151,14 @@ def parse_nvidia_smi_log(
         "host": [],
         **{c: [] for c in VALUE_FIELDS.values()},
     }
+    identities: list[tuple[str, str]] = []  # (uuid, pci.bus_id) of each row, "" where not logged
     for section in csv_sections(text):
         rows = [(n, line.partition("\t")[2] if stamped else line) for n, line in section]
-        read_section(path, rows, reader, columns, facts.get("host"))
+        read_section(path, rows, reader, columns, facts.get("host"), identities)
     if not columns["ts_unix_ns"]:
         raise PowerLogError(path, "nvidia-smi log has a header but no sample rows")
+    if VISIBLE_FACT in facts:
+        columns = as_cuda_ordinals(path, columns, identities, facts[VISIBLE_FACT])
     clock = ",".join(sorted(reader.clocks))
     return samples_frame(path, columns, host=host, source="nvidia-smi", clock=clock)
 
@@ -165,8 +169,10 @@ def read_section(
     reader: TimestampReader,
     columns: dict[str, list],
     file_host: str | None,
+    identities: list[tuple[str, str]],
 ) -> None:
-    """Append the samples of one CSV section (header line first) to columns."""
+    """Append the samples of one CSV section (header line first) to columns, the GPUs' identities
+    to identities."""
     if not rows or not is_query_gpu_header(rows[0][1]):
         first = rows[0][0] if rows else 1
         raise PowerLogError(
@@ -193,6 +199,7 @@ def read_section(
         columns["ts_unix_ns"].append(reader(number, cells["timestamp"]))
         columns["device"].append(int(device))
         columns["host"].append(host_cell(cells.get("hostname")) or file_host)
+        identities.append((cells.get("uuid", "").strip(), cells.get("pci.bus_id", "").strip()))
         for field, column in VALUE_FIELDS.items():
             columns[column].append(parse_cell(path, number, cells[field]) if field in cells else None)
 
