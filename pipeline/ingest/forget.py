@@ -18,7 +18,14 @@ from tracehouse.pipeline.ingest.register import BUSY_WAIT_S
 from tracehouse.pipeline.warehouse import connect, refresh_runs_now, transaction
 
 # The catalog tables that hold a run's rows, keyed by (study, run_id).
-RUN_TABLES = ("traces", "power_files", "run_manifests", "projections")
+RUN_TABLES = (
+    "traces",
+    "power_files",
+    "run_manifests",
+    "projections",
+    "critical_path_segments",
+    "op_slack_rows",
+)
 # The content hashes of a run's files that have partitions (parameters: study, run_id twice).
 _RUN_HASHES = (
     "SELECT content_hash FROM traces WHERE study = ? AND run_id = ? "

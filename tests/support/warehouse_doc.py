@@ -84,6 +84,17 @@ RELATIONS = {
         "(docs/flops.md): FLOPs and bytes per call, filled after every ingest from the signatures "
         "not yet there",
     ),
+    "critical_path_segments": (
+        None,
+        "one row per segment of a replayed step's critical path across ranks, written by `tracehouse"
+        " project` (which replaces the run's rows); a run that cannot be replayed has one row with its"
+        " `reason`; the public view is `critical_path`",
+    ),
+    "op_slack_rows": (
+        None,
+        "one row per run, step, rank and op of a replayed step: how much one call of the op could grow"
+        " before the step grows, written by `tracehouse project`; the public view is `op_slack`",
+    ),
     "warehouse_meta": (None, "one row per fact about the warehouse itself"),
     "comm_kernel_patterns": (None, "one row per user-added communication kernel pattern; empty by default"),
     "comm_vocabulary": (
