@@ -9,6 +9,7 @@ gemm at 110 µs lands at 105 µs on the reference clock.
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from support.analysis_marts_fixture import study_db
 from support.analysis_rawdb import rows
 from tracehouse.pipeline.cli.main import main
-from tracehouse.pipeline.export_trace import EXPOSED_LANE, IDLE_LANE, export_trace
+from tracehouse.pipeline.export_trace import CRITICAL_LANE, EXPOSED_LANE, IDLE_LANE, export_trace
 from tracehouse.pipeline.warehouse import open_for_query
 
 RUN, STEP = "ddp-ws4", 3
@@ -32,7 +33,7 @@ def lanes(document: dict) -> dict[tuple[int, int], str]:
 def spans(document: dict, lane: str | None = None) -> list[dict]:
     """The complete events, on one lane or on the ranks' own threads and streams."""
     names = lanes(document)
-    overlay = {EXPOSED_LANE, IDLE_LANE}
+    overlay = {EXPOSED_LANE, IDLE_LANE, CRITICAL_LANE}
     return [
         e
         for e in document["traceEvents"]
@@ -68,7 +69,9 @@ def test_is_chrome_trace_json(exported):
     assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
         f"rank {r} (vm)" for r in range(4)
     }
-    assert any("critical_path" in note for note in exported["otherData"]["notes"])
+    # the sample warehouse is not projected: no stored path, and the file says why
+    [note] = [n for n in exported["otherData"]["notes"] if "critical-path track" in n]
+    assert "not computed yet" in note and not spans(exported, CRITICAL_LANE)
 
 
 def test_every_event_of_the_step_on_every_rank(exported, sample_warehouse):
@@ -153,3 +156,32 @@ def test_two_steps_hold_each_event_once(sample_warehouse, tmp_path):
     assert got == Counter((r["rank"], r["name"], r["ts_unix_ns"], r["dur_ns"]) for r in want)
     assert document["otherData"]["steps"] == [2, 3]
     assert {e["args"]["step"] for e in spans(document)} == {2, 3}
+
+
+def test_the_critical_path_track_is_the_stored_path(sample_warehouse, tmp_path):
+    """After `tracehouse project`, each segment of the step's path is a span on its rank's lane,
+    at the path rank's window start plus its offset; the path rank's spans cover the step."""
+    wh = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, wh)
+    project = ["project", "--warehouse", str(wh), "--study", "tiny-cpu-gloo", "--run", RUN]
+    assert main([*project, "--world-sizes", "4"]) == 0
+    out = tmp_path / "path.json"
+    with open_for_query(wh) as con:
+        result = export_trace(con, RUN, [STEP], out)
+        want = rows(
+            con,
+            "SELECT c.seq, c.rank, c.kind, c.start_us, c.dur_us, c.step_us, w.window_start_unix_ns "
+            "FROM critical_path AS c JOIN idle_causes AS w ON w.study = c.study AND w.run_id = c.run_id "
+            f"AND w.step = c.step AND w.rank = c.path_rank WHERE c.run_id = '{RUN}' AND c.step = {STEP}",
+        )
+    document = json.loads(out.read_text())
+    got = spans(document, CRITICAL_LANE)
+    assert want and result.critical_segments == len(want) == len(got)
+    assert not [n for n in document["otherData"]["notes"] if "critical-path track" in n]
+    by_seq = {e["args"]["seq"]: e for e in got}
+    for r in want:
+        e = by_seq[r["seq"]]
+        assert (e["pid"], e["args"]["kind"]) == (r["rank"], r["kind"])
+        assert unix_ns(document, e) == r["window_start_unix_ns"] + round(r["start_us"] * 1000)
+        assert round(e["dur"] * 1000) == round(r["dur_us"] * 1000)
+    assert sum(r["dur_us"] for r in want) == pytest.approx(want[0]["step_us"], abs=1e-3)

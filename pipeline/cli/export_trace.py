@@ -16,8 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write chosen steps of a run, all ranks, as one Perfetto/Chrome trace JSON",
         description="Write one Chrome trace JSON (open it in ui.perfetto.dev) holding every rank of a run "
         "for the chosen steps: a process per rank, its events shifted by its host's clock offset "
-        "(clock_offsets), and overlay tracks for exposed communication (comm_exposure) and idle "
-        "causes (idle_causes). A run is RUN, or STUDY/RUN when run ids repeat across studies.",
+        "(clock_offsets), and overlay tracks for exposed communication (comm_exposure), idle "
+        "causes (idle_causes) and the critical path (critical_path, stored by tracehouse project). A run is RUN, or STUDY/RUN when run ids repeat across studies.",
     )
     p.add_argument("run", metavar="RUN", help="the run")
     p.add_argument(
@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     steps = ", ".join(map(str, result.steps))
     print(
         f"wrote {result.path}: {result.run} step {steps}, {len(result.ranks)} ranks, {result.events} events, "
-        f"{result.exposed_comm} exposed-communication and {result.idle_windows} idle spans",
+        f"{result.exposed_comm} exposed-communication, {result.idle_windows} idle and "
+        f"{result.critical_segments} critical-path spans",
         file=sys.stderr if args.json else sys.stdout,
     )
     for note in result.notes:
