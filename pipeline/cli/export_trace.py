@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write one Chrome trace JSON (open it in ui.perfetto.dev) holding every rank of a run "
         "for the chosen steps: a process per rank, its events shifted by its host's clock offset "
         "(clock_offsets), and overlay tracks for exposed communication (comm_exposure), idle "
-        "causes (idle_causes) and the critical path (critical_path, stored by tracehouse project). A run is RUN, or STUDY/RUN when run ids repeat across studies.",
+        "causes (idle_causes) and the critical path (critical_path, stored by tracehouse project). "
+        "A run is RUN, or STUDY/RUN when run ids repeat across studies.",
     )
     p.add_argument("run", metavar="RUN", help="the run")
     p.add_argument(
