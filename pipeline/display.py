@@ -18,6 +18,7 @@ from typing import Any
 # them leaves the output free of URLs.
 _SVG_NAMESPACES = re.compile(r'\s+xmlns(?::xlink)?="[^"]*"')
 _OFFLINE_CLASSES: dict[type, type] = {}
+_WHOLE_CLASSES: dict[type, type] = {}
 
 
 def html_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str = "") -> str:
@@ -47,6 +48,26 @@ def offline(chart: Any) -> Any:
         _OFFLINE_CLASSES[base] = type(base.__name__, (base,), {"_repr_mimebundle_": _offline_bundle})
     object.__setattr__(chart, "__class__", _OFFLINE_CLASSES[base])  # Altair's setattr stores properties
     return chart
+
+
+def whole(frame: Any) -> Any:
+    """The Polars frame, made to show every row (not Polars' first and last five) in a notebook and a
+    terminal: for short listings such as `wh.views()`. Frames derived from it display as usual."""
+    import polars as pl
+
+    base = type(frame)
+    if base not in _WHOLE_CLASSES:
+
+        def every_row(method: str) -> Any:
+            def shown(self: Any, *args: Any, **kwargs: Any) -> str:
+                with pl.Config(tbl_rows=-1):
+                    return getattr(super(type(self), self), method)(*args, **kwargs)
+
+            return shown
+
+        methods = {m: every_row(m) for m in ("_repr_html_", "__repr__", "__str__")}
+        _WHOLE_CLASSES[base] = type(base.__name__, (base,), methods)
+    return _WHOLE_CLASSES[base]._from_pydf(frame._df)
 
 
 def _offline_bundle(self: Any, *args: Any, **kwargs: Any) -> Any:

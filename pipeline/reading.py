@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.display import html_table, offline
+from tracehouse.pipeline.display import html_table, offline, whole
 from tracehouse.pipeline.sandbox import seal, sealed
 from tracehouse.pipeline.warehouse import closed_on_error, open_for_query
 
@@ -129,7 +129,8 @@ class Warehouse:
         return html_table(_RUN_COLUMNS, rows, caption)
 
     def views(self) -> pl.DataFrame:
-        """The public views, one row each: name, meaning (also its DuckDB comment), grain and columns."""
+        """The public views, one row each: name, meaning (also its DuckDB comment), grain and columns
+        (a Polars frame that displays every row)."""
         import polars as pl
         from tracehouse.pipeline.view_docs import contracts_by_relation, meaning
 
@@ -142,7 +143,7 @@ class Warehouse:
             }
             for c in contracts_by_relation().values()
         ]
-        return pl.DataFrame(rows)
+        return whole(pl.DataFrame(rows))
 
     def close(self) -> None:
         """Release the warehouse file."""
@@ -239,6 +240,30 @@ class Warehouse:
     def top_kernels(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
         """One row per kernel or op name of a run: calls, time per rank, class, place by time."""
         return _filtered(self.connection, "top_kernels", {"study": study, "run_id": run})
+
+    def op_breakdown(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per step, rank, op and module: its time, FLOPs, bytes, rates and roofline bound."""
+        return _filtered(self.connection, "op_breakdown", {"study": study, "run_id": run, "rank": rank})
+
+    def module_breakdown(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per step, rank, module path and phase: op_breakdown rolled up by layer."""
+        return _filtered(self.connection, "module_breakdown", {"study": study, "run_id": run, "rank": rank})
+
+    def critical_path(
+        self, study: str | None = None, run: str | None = None, step: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per segment of a replayed step's critical path across ranks (or why a run has none)."""
+        return _filtered(self.connection, "critical_path", {"study": study, "run_id": run, "step": step})
+
+    def op_slack(
+        self, study: str | None = None, run: str | None = None, rank: int | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """One row per step, rank and op: how much one call could grow before the replayed step grows."""
+        return _filtered(self.connection, "op_slack", {"study": study, "run_id": run, "rank": rank})
 
     def kernel_stats(self, study: str | None = None, run: str | None = None) -> duckdb.DuckDBPyRelation:
         """One row per kernel of a run: its call durations' quantiles over all ranks, per-rank spread."""

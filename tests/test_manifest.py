@@ -99,5 +99,7 @@ def test_the_collectors_manifest_of_every_sample_run_is_valid():
 
 def test_the_integer_fields_are_the_integer_columns_of_run_manifests():
     sql = (REPO / "sql" / "raw" / "run_manifests.sql").read_text()
-    integer_columns = set(re.findall(r"^\s+(\w+) INTEGER\b", sql, flags=re.MULTILINE))
+    # a column of the CREATE TABLE, or one added later by ALTER TABLE ... ADD COLUMN IF NOT EXISTS
+    column = r"^(?:\s+|ALTER TABLE \w+ ADD COLUMN IF NOT EXISTS )(\w+) INTEGER\b"
+    integer_columns = set(re.findall(column, sql, flags=re.MULTILINE))
     assert integer_columns == INT32_FIELDS

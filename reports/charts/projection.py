@@ -300,13 +300,20 @@ def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
         projected_rows(con, study).select("scenario", "assumptions").unique().sort("scenario", "assumptions")
     )
     clauses = [f"{r['scenario']}: {r['assumptions'] or 'not recorded'}" for r in rows.iter_rows(named=True)]
-    left_out = (
-        projected_rows(con, study).filter(pl.col("notes").is_not_null()).select("run_id", "notes").unique()
+    # what a projection left out or had to assume, each note once with the runs it holds for
+    by_note = (
+        projected_rows(con, study)
+        .filter(pl.col("notes").is_not_null())
+        .select("run_id", "notes")
+        .unique()
+        .group_by("notes")
+        .agg(pl.col("run_id").sort())
+        .sort(pl.col("run_id").list.first())
     )
-    notes = [f"{r['run_id']}: {r['notes']}" for r in left_out.sort("run_id").iter_rows(named=True)]
+    notes = [f"{', '.join(r['run_id'])}: {r['notes']}" for r in by_note.iter_rows(named=True)]
     return (
         "Assumptions, by scenario: "
         + "; ".join(clauses)
         + "."
-        + (" Left out, by run: " + "; ".join(notes) + "." if notes else "")
+        + (" Left out or assumed, by run: " + "; ".join(notes) + "." if notes else "")
     )

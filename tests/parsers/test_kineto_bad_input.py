@@ -87,6 +87,18 @@ def test_invalid_utf8_in_names_is_replaced(tmp_path: Path) -> None:
     assert parsed.meta.utf8_replaced
 
 
+@pytest.mark.parametrize("scanner", [True, False])
+def test_invalid_utf8_in_op_args_is_replaced_on_both_paths(tmp_path: Path, scanner: bool) -> None:
+    """An op's `Input type` text with invalid UTF-8 (Polars 2 raises on such a cast) keeps its op."""
+    args = {"Input Dims": [[2, 3]], "Input type": ["PLACEHOLDER"], "Concrete Inputs": [""]}
+    path = write_trace(tmp_path / "utf8_args.json", [cpu_op("aten::mm", 1, 2, args=args), cpu_op("b", 5, 1)])
+    path.write_bytes(path.read_bytes().replace(b"PLACEHOLDER", b"fl\xffoat"))
+    parsed = parse_trace(path, scanner=scanner)
+    assert parsed.meta.decoder == ("scanner" if scanner else "msgspec")
+    assert parsed.ops["input_types"].to_list()[:1] == ['["fl\ufffdoat"]']
+    assert parsed.ops["input_dims"].to_list()[:1] == ["[[2,3]]"]
+
+
 def test_unexpected_arg_types_use_the_loose_decoder(tmp_path: Path) -> None:
     events = [
         cpu_op("a", 1, 2, args={"correlation": "not-a-number", "device": [1, 2]}),

@@ -200,6 +200,21 @@ def test_memory_events(parsed) -> None:
     assert mem["pid"].to_list() == ["100"] * 3
 
 
+@pytest.mark.parametrize("scanner", [True, False])
+def test_memory_args_out_of_range_are_null(tmp_path: Path, scanner: bool) -> None:
+    """A memory arg that is no int64 integer (beyond double range, a float, text) is NULL, the row kept."""
+    odd = {"Device Type": 1, "Device Id": 7, "Bytes": 2**63, "Addr": 1.5, "Total Allocated": "9"}
+    events = [kernel("k", 1, 1, correlation=5), memory(2, odd)]
+    path = write_trace(tmp_path / "m.json", events, base_time_ns=BASE)
+    text = path.read_bytes()
+    assert text.count(b'"Device Id":7') == 1
+    path.write_bytes(text.replace(b'"Device Id":7', b'"Device Id":1e400'))
+    mem = parse_trace(path, scanner=scanner).memory_events
+    assert mem.select("device_type", "device", "bytes", "addr", "total_allocated").rows() == [
+        (1, None, None, None, None)
+    ]
+
+
 def test_trace_without_ops_or_memory(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "k.json", [kernel("k", 1, 1, correlation=5)], base_time_ns=BASE)
     parsed = parse_trace(path)

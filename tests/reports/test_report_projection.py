@@ -127,16 +127,25 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
     text = html.unescape(report.read_text())
     for scenario, assumptions in scenarios.iter_rows():
         assert f"{scenario}: {assumptions}" in text
-    # What a run's projection leaves out is said too: the world sizes not projected because their
-    # data-parallel collectives are unknown (the sample fsdp-ws1 manifest predates fsdp_units; tp and
-    # pp runs measured on one data-parallel rank get none planned).
+    # What a run's projection leaves out or assumes is said too, each note once with its runs: the
+    # world sizes not projected because their data-parallel collectives are unknown (the sample
+    # fsdp-ws1 manifest predates fsdp_units; tp and pp runs measured on one data-parallel rank get none
+    # planned), and the node capacity assumed for the others (the sample manifests predate node_devices).
     notes = frame(
         con,
-        "SELECT DISTINCT run_id, notes FROM projections WHERE study = $1 AND notes IS NOT NULL ORDER BY 1",
+        "SELECT notes, string_agg(DISTINCT run_id, ', ' ORDER BY run_id) AS runs FROM projections "
+        "WHERE study = $1 AND notes IS NOT NULL GROUP BY notes ORDER BY min(run_id)",
         STUDY,
     )
-    assert notes["run_id"].to_list() == ["fsdp-ws1", "pp-ws2", "tp-ws2"]
-    assert f"Left out, by run: fsdp-ws1: {notes['notes'][0]}; pp-ws2: " in text
+    assert notes["runs"].to_list() == [
+        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2",
+        "fsdp-ws1",
+        "pp-ws2",
+        "tp-ws2",
+    ]
+    assert notes["notes"][0].startswith("nodes assumed to hold 4 devices")
+    said = "; ".join(f"{runs}: {note}" for note, runs in notes.iter_rows())
+    assert f"Left out or assumed, by run: {said}." in text
 
 
 def chart_data(page: Path, figure: str) -> list[dict]:

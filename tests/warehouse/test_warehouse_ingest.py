@@ -104,6 +104,12 @@ def test_same_content_twice_in_one_batch_is_loaded_once(tmp_path):
     assert count(tmp_path / "wh", "events") == 7
 
 
+def partition_files(wh: Path) -> set[Path]:
+    """The warehouse's data partitions, relative to its parquet folder (the empty placeholders left out)."""
+    parquet = wh / "parquet"
+    return {p.relative_to(parquet) for p in parquet.rglob("*.parquet") if p.name != "_empty.parquet"}
+
+
 def test_duplicate_ranks_fail_both_naming_each_other(tmp_path, capsys):
     write_trace(tmp_path / "run" / "a.json", rank=0)
     write_trace(tmp_path / "run" / "b.json", rank=0, n_kernels=4)
@@ -115,9 +121,13 @@ def test_duplicate_ranks_fail_both_naming_each_other(tmp_path, capsys):
     assert f"error: {b}: rank 0 of run default/run is also claimed by {a}" in err
     assert count(tmp_path / "wh", "traces") == 1 and count(tmp_path / "wh", "events") == 7
     assert count(tmp_path / "wh", "ingest_errors") == 2
-    assert sorted(
-        p.name for p in (tmp_path / "wh" / "parquet").rglob("*.parquet") if p.name != "_empty.parquet"
-    ) == sorted([hash_file(tmp_path / "run" / "c.json")[1] + ".parquet"] * 2)
+    # the partitions on disk are exactly those that c.json alone writes: nothing of a or b is left
+    write_trace(tmp_path / "alone" / "c.json", rank=1)
+    alone = ["ingest", str(tmp_path / "alone"), "--warehouse", str(tmp_path / "wh_c"), "--run", "run"]
+    assert main(alone) == 0
+    stored = partition_files(tmp_path / "wh")
+    assert stored == partition_files(tmp_path / "wh_c")
+    assert {p.name for p in stored} == {hash_file(tmp_path / "run" / "c.json")[1] + ".parquet"}
 
 
 def test_a_new_file_for_a_rank_already_in_the_warehouse_fails(tmp_path):

@@ -10,6 +10,7 @@ from importlib.metadata import version
 
 import altair as alt
 import duckdb
+import polars as pl
 import pytest
 import tracehouse
 from support.testdata import SAMPLE_TRACES
@@ -69,6 +70,11 @@ def test_views_lists_the_public_views_with_the_comment_text(sample_warehouse):
     assert dict(zip(views["name"], views["meaning"], strict=True)) == {n: stored[n] for n in views["name"]}
     row = views.filter(views["name"] == "runs").row(0, named=True)
     assert row["grain"] == "one row per (study, run_id)" and row["columns"][:2] == ["study", "run_id"]
+    # every view shows, in a notebook and a terminal, not Polars' first and last five rows
+    assert len(views) > 10
+    assert all(f"<td>&quot;{name}&quot;</td>" in views._repr_html_() for name in views["name"])
+    assert all(f"│ {name[:20]}" in repr(views) for name in views["name"])  # long names wrap
+    assert isinstance(views, pl.DataFrame)
 
 
 def test_an_outdated_warehouse_read_in_memory_has_the_comments_too(sample_warehouse, tmp_path):

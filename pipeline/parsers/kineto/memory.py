@@ -3,8 +3,9 @@
 Neither event path keeps instant events; both note whether some event is named `[memory]` (the
 scanner's name dictionary holds the names of every event; the msgspec path looks at each batch's
 names), and only then call `memory_frame` on the file's text: a msgspec decode of the events
-array into small Structs that keep the memory args (every other key skipped). One function for
-both paths: identical frames by construction.
+array into small Structs that keep the memory args as raw JSON text (every other key skipped; an
+arg is read as an integer only where its text is one, so a number beyond double range in an arg
+is NULL, never an error). One function for both paths: identical frames by construction.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import msgspec
 import polars as pl
 from tracehouse.pipeline.parsers.kineto.decode import first_byte, replace_invalid_utf8
 from tracehouse.pipeline.parsers.kineto.events import _texts
-from tracehouse.pipeline.parsers.kineto.limits import INT32_MAX, INT32_MIN, int64_or_none
+from tracehouse.pipeline.parsers.kineto.limits import INT32_MAX, INT32_MIN
+from tracehouse.pipeline.parsers.kineto.opargs import int_texts, utf8_texts
 from tracehouse.pipeline.parsers.kineto.timestamps import text_to_ns
 from tracehouse.pipeline.schema import MEMORY_EVENTS
 
@@ -34,7 +36,7 @@ _INT32 = ("device_type", "device")
 
 MemoryArgs = msgspec.defstruct(
     "MemoryArgs",
-    [(c, Any, msgspec.field(default=None, name=k)) for c, k in ARG_KEYS.items()],
+    [(c, msgspec.Raw, msgspec.field(default=None, name=k)) for c, k in ARG_KEYS.items()],
     gc=False,
 )
 
@@ -79,6 +81,12 @@ def _decode_events(data: Any) -> list[MemoryEvent]:
     return decoded if type_ is not _Document else decoded.traceEvents
 
 
+def _integers(raws: list[Any]) -> pl.Series:
+    """Raw JSON values as Int64: integers within int64, NULL for anything else (float, text, 1e400)."""
+    texts = utf8_texts(pl.Series([None if r is None else bytes(r) for r in raws], dtype=pl.Binary))
+    return int_texts(texts)
+
+
 def _frame(events: list[MemoryEvent], base_time_ns: int) -> pl.DataFrame:
     args = list(map(attrgetter("args"), events))
     ts = [
@@ -90,10 +98,7 @@ def _frame(events: list[MemoryEvent], base_time_ns: int) -> pl.DataFrame:
             "ts": pl.Series(ts, dtype=pl.String),
             "pid": _texts(list(map(attrgetter("pid"), events))),
             "tid": _texts(list(map(attrgetter("tid"), events))),
-            **{
-                c: pl.Series(list(map(int64_or_none, map(attrgetter(c), args))), dtype=pl.Int64)
-                for c in ARG_KEYS
-            },
+            **{c: _integers(list(map(attrgetter(c), args))) for c in ARG_KEYS},
         }
     )
     number = pl.col("ts").str.contains(r"^-?[0-9]")

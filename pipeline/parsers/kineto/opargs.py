@@ -27,13 +27,17 @@ OP_ARGS: dict[str, pl.DataType] = {
 
 
 def utf8_texts(binary: pl.Series) -> pl.Series:
-    """Bytes as text; a value holding invalid UTF-8 has it replaced by U+FFFD (rare: per value)."""
-    text = binary.cast(pl.String, strict=False)
-    bad = (text.is_null() & binary.is_not_null()).arg_true()
-    if bad.len():
-        fixed = [v.decode("utf-8", errors="replace") for v in binary.gather(bad).to_list()]
-        text = text.scatter(bad, fixed)
-    return text
+    """Bytes as text; a value holding invalid UTF-8 has it replaced by U+FFFD.
+
+    One cast when every value is valid UTF-8; otherwise (rare: a damaged file) each value is decoded
+    in Python. Polars either raises on invalid UTF-8 (2.x) or gives NULL (1.x, not strict): the
+    strict cast raises on both.
+    """
+    try:
+        return binary.cast(pl.String)
+    except pl.exceptions.PolarsError:
+        decoded = [None if v is None else v.decode("utf-8", errors="replace") for v in binary.to_list()]
+        return pl.Series(binary.name, decoded, dtype=pl.String)
 
 
 def int_texts(text: pl.Series) -> pl.Series:
