@@ -78,6 +78,15 @@ def degrees(strategy: str, world_size: int, tp: int | None, pp: int | None) -> t
     return world_size // (want_tp * want_pp), want_tp, want_pp
 
 
+def default_microbatches(per_replica_batch: int, pp: int) -> int:
+    """Microbatches per step when none are given: 2 per stage (a GPipe bubble of (pp - 1) / (3pp - 1)
+    of the step), raised to the smallest count that divides the per-replica batch; the batch itself
+    (one sequence each) where no count from 2 x pp up does. pp = 3 with a batch of 8: 8."""
+    wanted = 2 * pp
+    fits = [n for n in range(wanted, per_replica_batch + 1) if per_replica_batch % n == 0]
+    return fits[0] if fits else max(per_replica_batch, 1)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
     """Everything one torchrun launch of the reference workload needs."""
@@ -91,7 +100,7 @@ class RunSpec:
     seq_len: int
     tp: int | None = None  # None: implied by the strategy (fsdp_tp defaults to 2)
     pp: int | None = None
-    microbatches: int | None = None  # pipeline only; None: 2 per stage
+    microbatches: int | None = None  # pipeline only; None: default_microbatches
     nodes: int = 1
     seed: int = 0
     lr: float = 1e-3
@@ -102,7 +111,7 @@ class RunSpec:
         object.__setattr__(self, "tp", tp)
         object.__setattr__(self, "pp", pp)
         if self.strategy == "pp" and self.microbatches is None:  # pp = 1 too: one stage, GPipe
-            object.__setattr__(self, "microbatches", 2 * pp)
+            object.__setattr__(self, "microbatches", default_microbatches(self.global_batch // dp, pp))
         self._check_sizes(dp)
 
     def _check_sizes(self, dp: int) -> None:

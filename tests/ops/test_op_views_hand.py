@@ -40,6 +40,11 @@ LAUNCHES = [(2, 1000, "fc"), (3, 500, None), (5, 2000, "fc")]  # op_id, dur_ns, 
 
 @pytest.fixture
 def con() -> duckdb.DuckDBPyConnection:
+    return build(OPS, LAUNCHES)
+
+
+def build(ops: list[tuple], launches: list[tuple]) -> duckdb.DuckDBPyConnection:
+    """The hand-built rank's raw tables, with the relations under test over them."""
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE ops (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, parent_id BIGINT, "
@@ -49,13 +54,13 @@ def con() -> duckdb.DuckDBPyConnection:
     )
     con.executemany(
         "INSERT INTO ops VALUES ('s', 'r', 0, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, '1', '1')",
-        [list(o) for o in OPS],
+        [list(o) for o in ops],
     )
     con.execute(
         "CREATE TABLE op_launches (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, "
         "dur_ns BIGINT, module VARCHAR)"
     )
-    con.executemany("INSERT INTO op_launches VALUES ('s', 'r', 0, ?, ?, ?)", [list(x) for x in LAUNCHES])
+    con.executemany("INSERT INTO op_launches VALUES ('s', 'r', 0, ?, ?, ?)", [list(x) for x in launches])
     con.execute(
         "CREATE TABLE steps AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, 7::BIGINT AS step, "
         "0::BIGINT AS ts_unix_ns, 10000::BIGINT AS dur_ns"
@@ -70,8 +75,9 @@ def con() -> duckdb.DuckDBPyConnection:
         "tid VARCHAR)"
     )
     # the relations under test, over the hand-built raw tables above
-    wanted = ["raw/op_costs", "seeds/device_peaks", "materialized/op_calls", "views/marts/op_breakdown",
-              "views/marts/module_breakdown"]  # fmt: skip
+    wanted = ["raw/op_costs", "seeds/device_peaks", "materialized/op_calls", "views/staging/op_rates",
+              "views/marts/op_breakdown", "views/marts/module_breakdown",
+              "views/staging/run_compute_efficiency"]  # fmt: skip
     files = [
         sql_file(w.rsplit("/", 1)[1], w.rsplit("/", 1)[0], (SQL / f"{w}.sql").read_text()) for w in wanted
     ]
@@ -104,6 +110,32 @@ def test_op_breakdown_hand_computed(con) -> None:
     # an op with no formula: NULL FLOPs and bound, never 0
     evaluate = by_key[("autograd::engine::evaluate_function: MmBackward0", None)]
     assert evaluate[3] is None and evaluate[8] is None
+
+
+def test_compute_efficiency_is_time_at_the_bound_over_time(con) -> None:
+    """scale_points' compute figures (run_compute_efficiency): the mm group (2,048 FLOPs in 3 µs) and
+    add_ (64 FLOPs in 0.5 µs) have bounds; their time at the bound over their 3.5 µs."""
+    mm_bound = min(989.4e12, 2048 / 896 * 3.35e12)  # FLOP/s
+    add_bound = min(989.4e12, 64 / 384 * 3.35e12)
+    at_bound_us = (2048 / mm_bound + 64 / add_bound) * 1e6
+    ((efficiency, below_half, bounded),) = con.execute(
+        "SELECT compute_efficiency, compute_below_half_bound_frac, compute_bounded_frac "
+        "FROM run_compute_efficiency"
+    ).fetchall()
+    assert efficiency == pytest.approx(at_bound_us / 3.5, rel=1e-12)
+    assert (below_half, bounded) == (1.0, 1.0)  # both far below half their bound; all time bounded
+
+
+def test_op_time_without_a_bound_lowers_the_bounded_share_only() -> None:
+    """An op without a formula launching a 1.5 µs kernel: 3.5 of the 5 µs of op time have a bound;
+    the efficiency over the bounded ops is unchanged."""
+    custom = (6, None, "cpu_op", "mylib::fused_thing", 3000, 50, "[[4, 16]]", f"[{BF16}]", None)
+    with build([*OPS, custom], [*LAUNCHES, (6, 1500, None)]) as more, build(OPS, LAUNCHES) as base:
+        query = "SELECT compute_efficiency, compute_bounded_frac FROM run_compute_efficiency"
+        ((efficiency, bounded),) = more.execute(query).fetchall()
+        ((base_efficiency, _),) = base.execute(query).fetchall()
+    assert bounded == pytest.approx(3.5 / 5.0, rel=1e-12)
+    assert efficiency == pytest.approx(base_efficiency, rel=1e-12)
 
 
 def test_op_calls_phase_and_backward_module(con) -> None:

@@ -123,3 +123,23 @@ def test_h100_bounds_are_the_roofline_and_never_exceeded(h100) -> None:
         # bf16 on an H100 SXM: 989.4 TFLOP/s peak, 3.35 TB/s
         assert bound == pytest.approx(989.4 if intensity is None else min(989.4, intensity * 3.35)), op
         assert frac is None or 0 <= frac <= 1.0, op
+
+
+def test_h100_scale_point_compute_efficiency_rolls_up_op_breakdown(h100) -> None:
+    """scale_points' compute figures over op_breakdown's rows of the step windows (device time: a GPU
+    rank): the time-weighted bound fraction, the share below half, the share with a bound."""
+    _, con = h100
+    ops = con.sql(
+        "SELECT device_us, bound_frac FROM op_breakdown WHERE step IS NOT NULL AND device_us > 0"
+    ).pl()
+    bounded = ops.filter(pl.col("bound_frac").is_not_null())
+    want = (
+        (bounded["device_us"] * bounded["bound_frac"]).sum() / bounded["device_us"].sum(),
+        bounded.filter(pl.col("bound_frac") < 0.5)["device_us"].sum() / bounded["device_us"].sum(),
+        bounded["device_us"].sum() / ops["device_us"].sum(),
+    )
+    ((efficiency, below_half, share),) = con.sql(
+        "SELECT compute_efficiency, compute_below_half_bound_frac, compute_bounded_frac FROM scale_points"
+    ).fetchall()
+    assert 0 < share < 1  # the trace has time in ops without a formula
+    assert (efficiency, below_half, share) == pytest.approx(want, rel=1e-9)

@@ -1,4 +1,4 @@
--- depends on: runs, run_step_times, run_wait_shares, step_energy
+-- depends on: runs, run_step_times, run_wait_shares, run_compute_efficiency, step_energy
 -- One row per run (a scale point): step time, throughput, MFU, scaling, breakdown shares,
 -- power and energy (METHODOLOGY "Scale-point figures").
 -- Step time and shares come from run_step_times (the median over steps of the slowest rank's
@@ -9,6 +9,9 @@
 -- world size as the baseline), for readers comparing a strategy with itself (the report's headline).
 -- Why the step waits (run_wait_shares): exposed wait / transfer and idle-cause shares of the same
 -- summed windows, and the op and parallel dimension with the most exposed communication.
+-- How close compute runs to the roofline (run_compute_efficiency): the time-weighted fraction of
+-- their bound that the ops reach, the share of that time below half the bound, and the share of
+-- op time that has a bound at all.
 CREATE OR REPLACE VIEW scale_points AS
 WITH device_sources AS (
     SELECT
@@ -105,11 +108,14 @@ SELECT
     ws.dominant_exposed_op, ws.dominant_exposed_dim,
     (p.tokens_per_s / ss.base_tokens_per_s) / (1.0 * p.world_size / ss.base_world_size)
         AS strategy_scaling_efficiency,
-    ss.base_world_size AS strategy_base_world_size
+    ss.base_world_size AS strategy_base_world_size,
+    ce.compute_efficiency, ce.compute_below_half_bound_frac,
+    coalesce(ce.compute_bounded_frac, 0.0) AS compute_bounded_frac
 FROM throughput AS p
 LEFT JOIN scaled AS s ON p.study = s.study AND p.world_size = s.world_size
 LEFT JOIN strategy_scaled AS ss
     ON p.study = ss.study AND p.strategy IS NOT DISTINCT FROM ss.strategy AND p.world_size = ss.world_size
 LEFT JOIN run_step_times AS sh ON p.study = sh.study AND p.run_id = sh.run_id
 LEFT JOIN energy AS e ON p.study = e.study AND p.run_id = e.run_id
-LEFT JOIN run_wait_shares AS ws ON p.study = ws.study AND p.run_id = ws.run_id;
+LEFT JOIN run_wait_shares AS ws ON p.study = ws.study AND p.run_id = ws.run_id
+LEFT JOIN run_compute_efficiency AS ce ON p.study = ce.study AND p.run_id = ce.run_id;
