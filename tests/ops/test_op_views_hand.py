@@ -138,6 +138,33 @@ def test_op_time_without_a_bound_lowers_the_bounded_share_only() -> None:
     assert efficiency == pytest.approx(base_efficiency, rel=1e-12)
 
 
+def test_an_op_above_half_its_bound_is_outside_the_below_half_share() -> None:
+    """A 1024^3 bf16 mm in 3 µs: 2^31 FLOPs, intensity 2^31 / (3 x 2 MiB) = 341 (compute-bound at
+    989.4 TFLOP/s), 716 TFLOP/s reached: above half. 3.5 of the 6.5 bounded µs are below half."""
+    big = (
+        7,
+        None,
+        "cpu_op",
+        "aten::mm",
+        4000,
+        50,
+        "[[1024, 1024], [1024, 1024]]",
+        f"[{BF16}, {BF16}]",
+        "big",
+    )
+    with build([*OPS, big], [*LAUNCHES, (7, 3000, "big")]) as con:
+        ((below_half, bounded),) = con.execute(
+            "SELECT compute_below_half_bound_frac, compute_bounded_frac FROM run_compute_efficiency"
+        ).fetchall()
+        ((frac,),) = con.execute("SELECT bound_frac FROM op_breakdown WHERE module = 'big'").fetchall()
+    assert frac == pytest.approx(2**31 / 3e-6 / 989.4e12, rel=1e-12)
+    assert (below_half, bounded) == (pytest.approx(3.5 / 6.5, rel=1e-12), 1.0)
+    with build([big], [(7, 3000, "big")]) as alone:  # nothing below half: 0, not NULL
+        assert alone.execute(
+            "SELECT compute_below_half_bound_frac FROM run_compute_efficiency"
+        ).fetchall() == [(0.0,)]
+
+
 def test_op_calls_phase_and_backward_module(con) -> None:
     rows = con.execute("SELECT op_id, phase, module, step FROM op_calls ORDER BY op_id").fetchall()
     assert rows == [

@@ -12,7 +12,7 @@ SELECT
     study, run_id,
     sum(work_us * bound_frac) FILTER (WHERE bound_frac IS NOT NULL)
         / nullif(sum(work_us) FILTER (WHERE bound_frac IS NOT NULL), 0) AS compute_efficiency,
-    sum(work_us) FILTER (WHERE bound_frac < 0.5)
+    coalesce(sum(work_us) FILTER (WHERE bound_frac < 0.5), 0)
         / nullif(sum(work_us) FILTER (WHERE bound_frac IS NOT NULL), 0) AS compute_below_half_bound_frac,
     coalesce(sum(work_us) FILTER (WHERE bound_frac IS NOT NULL), 0)
         / nullif(sum(work_us), 0) AS compute_bounded_frac
