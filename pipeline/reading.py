@@ -381,6 +381,18 @@ class Charts:
 
         return offline(waits.kind_chart(waits.kind_rows(self.warehouse.connection, self._study(study))))
 
+    def roofline(self, study: str | None = None) -> alt.TopLevelMixin:
+        """Each run's top ops: achieved FLOP/s against intensity, sized by time, with their roofline bound."""
+        from tracehouse.reports.charts import inside
+
+        return offline(inside.roofline_chart(self.warehouse.connection, self._study(study)))
+
+    def critical_path(self, study: str | None = None) -> alt.TopLevelMixin:
+        """The critical path of the slowest step of each strategy's largest run, across the ranks it visits."""
+        from tracehouse.reports.charts import inside
+
+        return offline(inside.path_chart(self.warehouse.connection, self._study(study)))
+
     def throughput(self, study: str | None = None) -> alt.TopLevelMixin:
         """Tokens per second against devices, with the ideal line."""
         from tracehouse.reports.charts import scaling

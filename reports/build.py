@@ -18,6 +18,7 @@ from tracehouse.reports.sections import (
     breakdown_section,
     comparison_section,
     detail_sections,
+    inside_section,
     power_section,
     projection_section,
     scaling_section,
@@ -60,6 +61,7 @@ def build_page(
         sections=[
             breakdown_section(con, study),
             waits_section(con, study),
+            inside_section(con, study),
             *([comparison_section(diff_runs(con, *compare, study=None))] if compare else []),
             scaling_section(con, study),
             projection_section(con, study, warehouse_label),

@@ -56,6 +56,9 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     # the intro's data sentence for one strategy's runs, shown when the page's picker chooses it
     intro_by_strategy: dict[str, str] = field(default_factory=dict)
+    # findings listed under the intro (one per scale point, ...), and those of each strategy's runs
+    points: list[str] = field(default_factory=list)
+    points_by_strategy: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # charts of one missing input say the same sentence: say it once

@@ -6,6 +6,7 @@ import duckdb
 import tracehouse.reports.charts.breakdown as charts_breakdown
 import tracehouse.reports.charts.collectives as charts_collectives
 import tracehouse.reports.charts.comparison as charts_comparison
+import tracehouse.reports.charts.inside as charts_inside
 import tracehouse.reports.charts.kernels as charts_kernels
 import tracehouse.reports.charts.power as charts_power
 import tracehouse.reports.charts.projection as charts_projection
@@ -86,6 +87,50 @@ WAITS_RULES = (
     "dimension, op, and the phase that issued it), then by kind: waiting for the slowest rank to "
     "arrive, or moving data; and idle time by cause: the host had not launched the next work yet, or "
     "the work was launched but had not started."
+)
+
+
+def inside_section(con: duckdb.DuckDBPyConnection, study: str) -> Section:
+    """Below the step: what holds each scale point's step, its ops on their roofline, its critical path."""
+    points = charts_inside.point_rows(con, study)
+    return Section(
+        id="inside",
+        title="Inside the step",
+        intro=INSIDE_RULES,
+        points=charts_inside.point_sentences(points),
+        points_by_strategy={
+            name: charts_inside.point_sentences(points, strategy=name) for name in _strategies(con, study)
+        },
+        figures=[
+            Figure(
+                id="fig-roofline",
+                title="Ops against their roofline",
+                chart=charts_inside.roofline_chart(con, study),
+                grain=charts_inside.ROOFLINE_GRAIN,
+                caption="Up is faster, right is more arithmetic per byte moved. A dash marks the op's "
+                "roofline bound on its device (the peak FLOP/s of its dtype, or its intensity times the "
+                "memory bandwidth, whichever is lower) and colour the share of it reached; grey points "
+                "have no bound (a CPU, or a device without a peak in the table). Ops without FLOPs "
+                "(copies, communication, Python wrappers) are not drawn: op_breakdown lists them.",
+            ),
+            Figure(
+                id="fig-critical-path",
+                title="The critical path across ranks",
+                chart=charts_inside.path_chart(con, study),
+                grain=charts_inside.PATH_GRAIN,
+                caption="An orange mark (wait) is where the path leaves one rank for another: a "
+                "collective on that rank waits for the rank the path goes on. Every segment, with its op, "
+                "is in the critical_path view; tracehouse export-trace draws it over the trace in Perfetto.",
+            ),
+        ],
+    )
+
+
+INSIDE_RULES = (
+    "What sets each step's length, one level down. For every run: the make-up of its slowest replayed "
+    "step's critical path (the chain of compute, transfers, waits for another rank, host gaps and launch "
+    "delays, across ranks, that the step cannot be shorter than), its top op with FLOPs, and how close "
+    "its compute runs to the hardware's roofline where the device's peak is known."
 )
 
 

@@ -58,6 +58,8 @@ FIGURE_OF_CHART = {
     "breakdown_share": "fig-breakdown-share",
     "waits_by_collective": "fig-waits-collective",
     "waits_by_kind": "fig-waits-kind",
+    "roofline": "fig-roofline",
+    "critical_path": "fig-critical-path",
     "throughput": "fig-throughput",
     "per_device": "fig-per-device",
     "efficiency": "fig-efficiency",

@@ -166,26 +166,37 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         )
         .transform_filter("datum.source == 'measured'")
     )
+    # Rings, diamonds and knee labels are drawn on every projected point and shown only where they
+    # apply: a layer filtered down to nothing (a strategy without a knee, picked on the page) would
+    # give Vega an empty extent to warn about.
+    projected_only = base.transform_filter("datum.source == 'projected'")
     # sizes that are no runnable configuration (less than one sequence per rank): hollow rings
-    flagged_marks = (
-        base.mark_point(shape="circle", size=70, filled=False, strokeWidth=1.5)
-        .encode(color=colour, tooltip=_curve_tooltip())
-        .transform_filter("datum.source == 'projected' && datum.flagged")
+    flagged_marks = projected_only.mark_point(shape="circle", size=70, filled=False, strokeWidth=1.5).encode(
+        color=colour,
+        tooltip=_curve_tooltip(),
+        opacity=alt.condition("datum.flagged", alt.value(1), alt.value(0)),
     )
-    knee = base.transform_filter("datum.source == 'projected' && datum.knee")
-    knee_marks = knee.mark_point(shape="diamond", size=110, filled=True, stroke="#222").encode(
-        color=colour, tooltip=_curve_tooltip()
+    knee_marks = projected_only.mark_point(shape="diamond", size=110, filled=True, stroke="#222").encode(
+        color=colour,
+        tooltip=_curve_tooltip(),
+        opacity=alt.condition("datum.knee", alt.value(1), alt.value(0)),
     )
     # one label per knee size and panel, above its highest diamond: curves that share a knee
     # (repeats, runs of one strategy) would otherwise print "knee 8" over each other
     knee_labels = (
-        knee.transform_aggregate(
-            runs="count()",
+        projected_only.transform_calculate(
+            at_knee="datum.knee ? 1 : 0", knee_tokens="datum.knee ? datum.tokens_per_s_per_device : null"
+        )
+        .transform_aggregate(
+            runs="sum(at_knee)",
+            knee_tokens="max(knee_tokens)",
             tokens_per_s_per_device="max(tokens_per_s_per_device)",
             groupby=["strategy", "world_size"],
         )
         .transform_calculate(
-            label="'knee ' + datum.world_size + (datum.runs > 1 ? ' (' + datum.runs + ' runs)' : '')"
+            tokens_per_s_per_device="datum.runs > 0 ? datum.knee_tokens : datum.tokens_per_s_per_device",
+            label="datum.runs == 0 ? '' : 'knee ' + datum.world_size"
+            " + (datum.runs > 1 ? ' (' + datum.runs + ' runs)' : '')",
         )
         .mark_text(align="left", dx=8, dy=-10, fontSize=11, color="#222")
         .encode(text="label:N")

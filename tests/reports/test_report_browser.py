@@ -136,3 +136,44 @@ def test_repeats_knees_and_axes_read_once_and_plainly(grain_warehouse: Path, tmp
         bars = json.loads(browser.evaluate(LABELS.format("fig-breakdown")))
         assert "ddp-ws2 · 2 devices" in bars and "ddp-ws2-repeat · 2 devices" in bars
         assert browser.console_problems() == []
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 800])
+def test_inside_the_step_draws_with_its_sentences(grain_warehouse: Path, tmp_path: Path, width: int) -> None:
+    out = tmp_path / "report.html"
+    build_report(grain_warehouse, out, study="tiny-cpu-gloo")
+    with duckdb.connect(str(grain_warehouse / "tracehouse.duckdb"), read_only=True) as con:
+        runs = con.sql("SELECT count(*) FROM runs WHERE study = 'tiny-cpu-gloo'").fetchall()[0][0]
+        visited = con.sql(
+            "SELECT count(DISTINCT rank) FROM critical_path WHERE run_id = 'fsdp_tp-ws4-tp2' AND step = ("
+            "SELECT arg_max(step, step_us ORDER BY step) FROM critical_path WHERE run_id = 'fsdp_tp-ws4-tp2')"
+        ).fetchall()[0][0]
+    with Browser(chromium, width=width) as browser:
+        state = {s[0]: s for s in _open(browser, out)}
+        for chart_id in ("fig-roofline", "fig-critical-path"):
+            _, drawn, failed, height = state[chart_id]
+            assert failed is None and drawn > 50 and height > 200, state[chart_id]
+        assert browser.evaluate(OVERFLOW) == 0
+        shown = json.loads(
+            browser.evaluate(
+                "JSON.stringify(Array.from(document.querySelectorAll('#inside-points ul:not([hidden]) li'))"
+                ".map(li => li.textContent))"
+            )
+        )
+        assert len(shown) == runs and all("critical path" in line for line in shown)
+        # the path's lanes are the ranks it visits
+        lanes = [
+            t
+            for t in json.loads(browser.evaluate(LABELS.format("fig-critical-path")))
+            if t.startswith("rank ")
+        ]
+        assert len(set(lanes)) >= visited > 1
+        # the picker narrows the sentences to one strategy's runs
+        browser.evaluate(
+            "(() => { const picker = document.getElementById('strategy-picker'); picker.value = 'pp';"
+            "picker.dispatchEvent(new Event('change')); return new Promise(r => setTimeout(r, 500)); })()"
+        )
+        shown = browser.evaluate("document.querySelector('#inside-points ul:not([hidden])').textContent")
+        assert shown.startswith("pp-ws2 (pp, 2 devices)") and "ddp" not in shown
+        assert browser.console_problems() == []

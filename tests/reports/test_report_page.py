@@ -18,6 +18,7 @@ SECTION_ORDER = [
     "headline",
     "breakdown",
     "waits",
+    "inside",
     "scaling",
     "projection",
     "power",

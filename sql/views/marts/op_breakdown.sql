@@ -4,6 +4,6 @@
 -- (how each is found: op_rates).
 CREATE OR REPLACE VIEW op_breakdown AS
 SELECT
-    study, run_id, step, rank, op, module, calls, device_us, host_us, flops, bytes,
+    study, run_id, step, rank, op, module, calls, device_us, host_us, work_us, flops, bytes,
     achieved_tflops, achieved_gbps, intensity, bound_tflops, bound_frac
 FROM op_rates
