@@ -388,7 +388,7 @@ class Charts:
         return offline(inside.roofline_chart(self.warehouse.connection, self._study(study)))
 
     def critical_path(self, study: str | None = None) -> alt.TopLevelMixin:
-        """The critical path of the slowest step of each strategy's largest run, across the ranks it visits."""
+        """The critical path of the slowest step of each strategy's largest run, on the ranks it visits."""
         from tracehouse.reports.charts import inside
 
         return offline(inside.path_chart(self.warehouse.connection, self._study(study)))

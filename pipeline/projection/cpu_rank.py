@@ -19,7 +19,9 @@ def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
     """Add one CPU rank's main-thread chain and communication spans to the graph; its windows."""
     b, t = ctx.b, ctx.timeline
     steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
-    segments = list(t.cpu_compute.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    compute = t.cpu_compute.filter(pl.col("rank") == rank)
+    segments = list(compute.select(["start_ns", "end_ns"]).iter_rows())
+    segment_ops = compute["name"].to_list()
     optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
     planned = one_device_collectives(t, rank, segments, steps, spans)
@@ -50,7 +52,13 @@ def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
         if k >= 0 and segments[k][0] <= a and z <= segments[k][1]:
             phase = Phase.OPTIMIZER if inside(optimizer, a) else Phase.STEP
             b.edge(
-                nodes[i], nodes[i + 1], base=z - a, cost=Cost.COMPUTE_OTHER, phase=phase, kind=Segment.COMPUTE
+                nodes[i],
+                nodes[i + 1],
+                base=z - a,
+                cost=Cost.COMPUTE_OTHER,
+                phase=phase,
+                kind=Segment.COMPUTE,
+                label=segment_ops[k],
             )
             ctx.intervals.append((rank, nodes[i], nodes[i + 1], "compute", None))
             continue

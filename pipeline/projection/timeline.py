@@ -63,9 +63,24 @@ QUERIES = {
         SELECT rank, name, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
         FROM events WHERE {RUN_FILTER} AND starts_with(name, 'FSDP::') AND dur_ns >= 0
         ORDER BY rank, start_ns""",
+    # Each piece of main-thread compute with the op it is the self time of: the innermost cpu_op
+    # of the main thread that holds it (the latest started; ties: the one ending first).
     "cpu_compute": f"""
-        SELECT rank, start_ns, end_ns FROM cpu_compute_segments WHERE {RUN_FILTER}
-        ORDER BY rank, start_ns""",
+        WITH calls AS (
+            SELECT o.rank, o.ts_unix_ns AS start_ns, o.ts_unix_ns + o.dur_ns AS end_ns, o.name
+            FROM ops AS o
+            JOIN cpu_main_threads AS m
+                ON m.study = o.study AND m.run_id = o.run_id AND m.rank = o.rank AND m.pid = o.pid
+                   AND m.tid = o.tid
+            WHERE o.{RUN_FILTER.replace(" AND ", " AND o.")} AND o.kind = 'cpu_op'
+        )
+        SELECT s.rank, s.start_ns, s.end_ns,
+               arg_max(c.name, struct_pack(started := c.start_ns, ends := -c.end_ns)) AS name
+        FROM cpu_compute_segments AS s
+        LEFT JOIN calls AS c ON c.rank = s.rank AND c.start_ns <= s.start_ns AND c.end_ns >= s.end_ns
+        WHERE s.{RUN_FILTER.replace(" AND ", " AND s.")}
+        GROUP BY s.rank, s.start_ns, s.end_ns
+        ORDER BY s.rank, s.start_ns""",
     "windows": f"""
         SELECT rank, step, window_start_unix_ns, window_us
         FROM step_breakdown WHERE {RUN_FILTER} ORDER BY rank, window_start_unix_ns""",

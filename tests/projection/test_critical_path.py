@@ -155,6 +155,28 @@ def test_the_path_crosses_ranks_where_a_collective_waits(sample_warehouse: Path,
     assert crossings >= 1, [sorted({s.rank for s in p.segments}) for p in paths]
 
 
+def test_cpu_compute_on_the_path_names_the_op_it_is_the_self_time_of(sample_warehouse: Path) -> None:
+    with open_reader(sample_warehouse) as con:
+        _, run = built_run(con, "tiny-cpu-gloo", "ddp-ws2")
+        self_us = {
+            (rank, op): us
+            for rank, op, us in con.sql(
+                "SELECT rank, op, sum(host_us) FROM op_breakdown WHERE run_id = 'ddp-ws2' GROUP BY ALL"
+            ).fetchall()
+        }
+    on_path: dict = {}
+    for p in run_paths(run):
+        for s in p.segments:
+            if s.kind == "compute":
+                assert s.op is not None, (p.step, s)
+                on_path[(s.rank, s.op)] = on_path.get((s.rank, s.op), 0.0) + s.dur_ns / 1e3
+    # the identity replay keeps measured durations: an op's compute on the path is part of its self
+    # time on that rank's main thread (op_breakdown.host_us), never more
+    assert len({op for _, op in on_path}) >= 5
+    for key, us in on_path.items():
+        assert us <= self_us[key] + 1e-3, (key, us, self_us[key])
+
+
 def _rows(warehouse: Path, sql: str) -> list[tuple]:
     with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
         return con.execute(sql).fetchall()
