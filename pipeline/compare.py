@@ -1,4 +1,4 @@
-"""Compare two runs: what changed per step, by step-time component and by kernel or op name.
+"""Compare two runs: what changed per step, by component, kernel or op name, innermost op and module.
 
 Reads the `run_diff` view (see its contract); this module only resolves the runs the user
 names and orders the rows for display (`tracehouse diff`, the Python API, the report).
@@ -26,6 +26,7 @@ COLUMNS = (
     "b_us_per_step",
     "change_us",
     "share_of_step_change",
+    "on_path_b",
 )
 
 # The frame of `RunDiff.pl()`: which table a row is in, then the view's columns.
@@ -39,6 +40,7 @@ _FRAME_SCHEMA = {
     "b_us_per_step": float,
     "change_us": float,
     "share_of_step_change": float,
+    "on_path_b": bool,
 }
 
 
@@ -64,6 +66,9 @@ class RunDiff:
     components: list[dict[str, Any]] = field(default_factory=list)  # compute, exposed_comm, other, idle
     regressions: list[dict[str, Any]] = field(default_factory=list)  # kernels/ops, largest increase first
     improvements: list[dict[str, Any]] = field(default_factory=list)  # kernels/ops, largest decrease first
+    # one level down: the innermost ops and the module paths (by phase) that changed most, either way
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    modules: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def step_change_us(self) -> float:
@@ -104,6 +109,8 @@ class RunDiff:
             ("components", self.components),
             ("regressions", self.regressions),
             ("improvements", self.improvements),
+            ("ops", self.ops),
+            ("modules", self.modules),
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,6 +124,8 @@ class RunDiff:
             "components": self.components,
             "regressions": self.regressions,
             "improvements": self.improvements,
+            "ops": self.ops,
+            "modules": self.modules,
         }
 
 
@@ -148,7 +157,8 @@ def resolve_run(connection: duckdb.DuckDBPyConnection, text: str, study: str | N
 def diff_runs(
     connection: duckdb.DuckDBPyConnection, run_a: str, run_b: str, *, study: str | None = None, top: int = 10
 ) -> RunDiff:
-    """What changed from run A to run B, per step: components, then the top `top` kernels/ops each way."""
+    """What changed from run A to run B, per step: components, the top `top` kernels/ops each way, and the
+    `top` innermost ops and modules that changed most (with whether B's critical path runs through them)."""
     a, b = resolve_run(connection, run_a, study), resolve_run(connection, run_b, study)
     if a == b:
         raise WarehouseError(f"both runs are {a}: name two different runs")
@@ -158,7 +168,7 @@ def diff_runs(
         [a.study, a.run_id, b.study, b.run_id],
     )
     rows = [dict(zip([*COLUMNS, "step_a_us", "step_b_us"], r, strict=True)) for r in relation.fetchall()]
-    named = [r for r in rows if r["item"] != "component"]
+    named = [r for r in rows if r["item"] in ("kernel", "op")]
     return RunDiff(
         a=a,
         b=b,
@@ -167,7 +177,17 @@ def diff_runs(
         components=[_item(r) for r in rows if r["item"] == "component"],
         regressions=[_item(r) for r in sorted(named, key=_larger_first) if r["change_us"] > 0][:top],
         improvements=[_item(r) for r in sorted(named, key=_smaller_first) if r["change_us"] < 0][:top],
+        ops=_largest_changes(rows, "innermost_op", top),
+        modules=_largest_changes(rows, "module", top),
     )
+
+
+def _largest_changes(rows: list[dict[str, Any]], item: str, top: int) -> list[dict[str, Any]]:
+    """The `top` rows of one item type that changed most, either way (largest |change| first)."""
+    changed = [r for r in rows if r["item"] == item and r["change_us"] != 0]
+    return [_item(r) for r in sorted(changed, key=lambda r: (-abs(r["change_us"]), r["name"], r["kind"]))][
+        :top
+    ]
 
 
 def _larger_first(row: dict[str, Any]) -> tuple:

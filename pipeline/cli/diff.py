@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare two runs per step: components and kernels/ops, largest change first",
         description="Compare run B with run A per step: the step-time components (compute, exposed "
         "communication, other, idle: their changes sum to the step-time change) and the kernels or ops "
-        "whose time per step changed most, regressions first. A run is RUN, or STUDY/RUN when run ids "
+        "whose time per step changed most, regressions first; then the innermost ops and module paths that "
+        "changed most, and whether run B's critical path (stored by tracehouse project) runs through "
+        "each. A run is RUN, or STUDY/RUN when run ids "
         "repeat across studies. Reads the run_diff view.",
     )
     p.add_argument("run_a", metavar="RUN_A", help="the baseline run")
@@ -57,11 +59,22 @@ def render(result: RunDiff) -> list[str]:
     ]
     for title, rows in (("regressions", result.regressions), ("improvements", result.improvements)):
         lines += ["", *_table(title, rows)] if rows else []
+    for title, rows in (("innermost ops", result.ops), ("modules", result.modules)):
+        lines += ["", *_table(title, rows, path=True)] if rows else []
     return lines
 
 
-def _table(title: str, rows: list[dict[str, Any]]) -> list[str]:
-    head = (title, "class", "A us/step", "B us/step", "change us", "of step change")
+def _table(title: str, rows: list[dict[str, Any]], *, path: bool = False) -> list[str]:
+    """Aligned rows; with `path`, a last column saying whether B's critical path runs through each."""
+    head = (
+        title,
+        "class",
+        "A us/step",
+        "B us/step",
+        "change us",
+        "of step change",
+        *(["on B's path"] if path else []),
+    )
     cells = [
         (
             r["name"],
@@ -70,11 +83,12 @@ def _table(title: str, rows: list[dict[str, Any]]) -> list[str]:
             _us(r["b_us_per_step"], unit=""),
             _signed(r["change_us"], unit=""),
             "" if r["share_of_step_change"] is None else f"{100 * r['share_of_step_change']:.1f} %",
+            *([{True: "yes", False: "no", None: "unknown"}[r["on_path_b"]]] if path else []),
         )
         for r in rows
     ]
     name_width = min(60, max(len(head[0]), *(len(c[0]) for c in cells)))
-    widths = [name_width, *(max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(1, 6))]
+    widths = [name_width, *(max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(1, len(head)))]
 
     def line(values: tuple[str, ...]) -> str:
         name = values[0] if len(values[0]) <= name_width else values[0][: name_width - 1] + "…"

@@ -136,3 +136,49 @@ def test_two_real_runs_of_the_sample_study(sample_warehouse):
     assert [r["change_us"] for r in d.regressions] == sorted(
         (r["change_us"] for r in d.regressions), reverse=True
     )
+
+
+def test_ops_and_modules_one_level_down_with_the_path_of_b(sample_warehouse, tmp_path):
+    """Innermost ops and modules per step are op_breakdown's and module_breakdown's work over the rank
+    step windows; on_path_b is whether B's stored critical path names the op (or an op of the module)."""
+    import shutil
+
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    args = ["project", "--warehouse", str(warehouse), "--study", "tiny-cpu-gloo", "--run", "ddp-ws4"]
+    assert main([*args, "--world-sizes", "8"]) == 0
+    with open_for_query(warehouse) as c:
+        rows = c.sql(
+            "SELECT item, kind, name, a_us_per_step, b_us_per_step, on_path_b FROM run_diff "
+            "WHERE run_a = 'ddp-ws2' AND run_b = 'ddp-ws4'"
+        ).pl()
+        windows = dict(c.sql("SELECT run_id, count(*) FROM step_breakdown GROUP BY 1").fetchall())
+        work = {
+            (run, op): us
+            for run, op, us in c.sql(
+                "SELECT run_id, op, sum(work_us) FROM op_breakdown WHERE step IS NOT NULL "
+                "AND run_id IN ('ddp-ws2', 'ddp-ws4') GROUP BY ALL"
+            ).fetchall()
+        }
+        on_path = {
+            op
+            for (op,) in c.sql(
+                "SELECT DISTINCT op FROM critical_path WHERE run_id = 'ddp-ws4' AND kind = 'compute'"
+            ).fetchall()
+        }
+        reversed_pair = c.sql(
+            "SELECT count(on_path_b) FROM run_diff WHERE run_a = 'ddp-ws4' AND run_b = 'ddp-ws2'"
+        ).fetchall()[0][0]
+    ops = rows.filter(rows["item"] == "innermost_op")
+    assert ops.height == len({op for _, op in work})
+    for r in ops.iter_rows(named=True):
+        assert r["a_us_per_step"] == pytest.approx(work.get(("ddp-ws2", r["name"]), 0) / windows["ddp-ws2"])
+        assert r["b_us_per_step"] == pytest.approx(work.get(("ddp-ws4", r["name"]), 0) / windows["ddp-ws4"])
+        assert r["on_path_b"] == (r["name"] in on_path), r["name"]
+    assert 0 < ops["on_path_b"].sum() < ops.height  # some ops on the path, some not
+    modules = rows.filter(rows["item"] == "module")
+    # a module rolls its ops up: the modules of a run hold all of its ops' work
+    assert modules["b_us_per_step"].sum() == pytest.approx(ops["b_us_per_step"].sum(), rel=1e-9)
+    assert set(modules["kind"]) == {"forward", "backward", "optimizer"} and modules["on_path_b"].all()
+    assert rows.filter(rows["item"] == "component")["on_path_b"].is_null().all()
+    assert reversed_pair == 0  # ddp-ws2 has no stored path: unknown, never false

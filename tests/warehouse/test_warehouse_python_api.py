@@ -122,12 +122,19 @@ def test_a_run_diff_shows_as_tables_and_a_frame(sample_warehouse):
     assert repr(diff).startswith("RunDiff(tiny-cpu-gloo/ddp-ws2 -> tiny-cpu-gloo/ddp-ws4: step ")
     assert repr(diff).endswith("us); 3 regressions, 3 improvements; .pl() has every row)")
     frame = diff.pl()
-    assert frame["section"].to_list() == ["components"] * 4 + ["regressions"] * 3 + ["improvements"] * 3
+    assert frame["section"].to_list() == (
+        ["components"] * 4 + ["regressions"] * 3 + ["improvements"] * 3 + ["ops"] * 3 + ["modules"] * 3
+    )
     assert frame.filter(frame["section"] == "components")["change_us"].sum() == pytest.approx(
         diff.step_change_us
     )
-    assert diff.df().shape == (10, 9)
-    assert diff._repr_html_().count("<table>") == 3
+    # one level down: the largest changes either way; the sample warehouse stores no critical path
+    changes = [abs(r["change_us"]) for r in diff.ops]
+    assert changes == sorted(changes, reverse=True) and {r["item"] for r in diff.ops} == {"innermost_op"}
+    assert {r["kind"] for r in diff.modules} == {"forward", "backward", "optimizer"}
+    assert frame["on_path_b"].is_null().all()
+    assert diff.df().shape == (16, 10)
+    assert diff._repr_html_().count("<table>") == 5
 
 
 def test_an_ingest_summary_shows_counts_and_failures(tmp_path):

@@ -17,7 +17,8 @@ WITH grouped AS (
     GROUP BY study, run_id, step, rank, module, phase
 )
 SELECT
-    study, run_id, step, rank, module, phase, calls, device_us, host_us, flops, bytes,
+    study, run_id, step, rank, module, phase, calls, device_us, host_us,
+    CASE WHEN gpu_rank THEN device_us ELSE host_us END AS work_us, flops, bytes,
     flops / nullif(CASE WHEN gpu_rank THEN device_us ELSE host_us END, 0) / 1e6 AS achieved_tflops,
     bytes / nullif(CASE WHEN gpu_rank THEN device_us ELSE host_us END, 0) / 1e3 AS achieved_gbps,
     flops / nullif(bytes, 0) AS intensity

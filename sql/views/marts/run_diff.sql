@@ -1,9 +1,12 @@
--- depends on: run_step_times, top_kernels
+-- depends on: run_step_times, step_breakdown, top_kernels, op_breakdown, module_breakdown, op_calls, critical_path
 -- What changed between two runs, per step: for every ordered pair of runs (A, B) with a step
 -- time, the step-time components (step_time_us x share: they sum to the step time, so their
--- changes sum to the step-time change) and every kernel or op name (its whole-trace time per
--- rank divided by the step windows per rank; kernels overlap, so these do not sum), with the
--- change B - A and its share of the step-time change. Filter on the pair: the view is lazy.
+-- changes sum to the step-time change), every kernel or op name (its whole-trace time per
+-- rank divided by the step windows per rank; kernels overlap, so these do not sum), and one
+-- level down every innermost op (op_breakdown) and module path and phase (module_breakdown):
+-- their work time in steps over all ranks divided by the run's rank step windows. With the
+-- change B - A, its share of the step-time change, and whether B's stored critical path runs
+-- through the item. Filter on the pair: the view is lazy.
 CREATE OR REPLACE VIEW run_diff AS
 WITH timed AS (
     SELECT * FROM run_step_times WHERE step_time_us > 0
@@ -23,10 +26,57 @@ names AS (
     FROM top_kernels AS k
     JOIN timed AS t ON k.study = t.study AND k.run_id = t.run_id
 ),
+rank_windows AS (
+    SELECT study, run_id, count(*) AS windows FROM step_breakdown GROUP BY study, run_id
+),
+innermost_ops AS (
+    SELECT o.study, o.run_id, 'innermost_op' AS item, 'cpu_op' AS kind, o.op AS name,
+        CAST(NULL AS VARCHAR) AS class, sum(o.work_us) / any_value(w.windows) AS us_per_step
+    FROM op_breakdown AS o
+    JOIN rank_windows AS w ON o.study = w.study AND o.run_id = w.run_id
+    SEMI JOIN timed AS t ON o.study = t.study AND o.run_id = t.run_id
+    WHERE o.step IS NOT NULL
+    GROUP BY o.study, o.run_id, o.op
+),
+modules AS (
+    SELECT m.study, m.run_id, 'module' AS item, m.phase AS kind, coalesce(m.module, '(no module)') AS name,
+        CAST(NULL AS VARCHAR) AS class, sum(m.work_us) / any_value(w.windows) AS us_per_step
+    FROM module_breakdown AS m
+    JOIN rank_windows AS w ON m.study = w.study AND m.run_id = w.run_id
+    SEMI JOIN timed AS t ON m.study = t.study AND m.run_id = t.run_id
+    WHERE m.step IS NOT NULL
+    GROUP BY m.study, m.run_id, m.phase, coalesce(m.module, '(no module)')
+),
 items AS (
     SELECT * FROM components
     UNION ALL
     SELECT * FROM names
+    UNION ALL
+    SELECT * FROM innermost_ops
+    UNION ALL
+    SELECT * FROM modules
+),
+-- What each run's stored critical path (any step) runs through: the names on its segments (a
+-- kernel or collective on a GPU rank, an op on a CPU rank) and the module path and phase of each
+-- op on it. Runs without a current path have no row in `pathed`; on a GPU run the path names
+-- kernels, not the ops that launched them, so its innermost ops and modules are not judged.
+pathed AS (
+    SELECT DISTINCT p.study, p.run_id, coalesce(g.gpu, false) AS gpu
+    FROM critical_path AS p
+    LEFT JOIN (SELECT study, run_id, bool_or(gpu_rank) AS gpu FROM op_calls GROUP BY ALL) AS g
+        ON g.study = p.study AND g.run_id = p.run_id
+    WHERE p.kind IS NOT NULL
+),
+path_names AS (
+    SELECT DISTINCT study, run_id, op AS name FROM critical_path WHERE op IS NOT NULL AND kind <> 'wait'
+),
+on_path AS (
+    SELECT study, run_id, unnest(['kernel', 'op', 'innermost_op']) AS item, NULL AS kind, name FROM path_names
+    UNION ALL
+    SELECT DISTINCT c.study, c.run_id, 'module', c.phase, coalesce(c.module, '(no module)')
+    FROM op_calls AS c
+    SEMI JOIN path_names AS p ON p.study = c.study AND p.run_id = c.run_id AND p.name = c.name
+    WHERE c.on_timeline
 ),
 pairs AS (
     SELECT a.study AS study_a, a.run_id AS run_a, b.study AS study_b, b.run_id AS run_b,
@@ -53,6 +103,18 @@ paired AS (
 SELECT
     study_a, run_a, study_b, run_b, item, kind, name, class,
     a_us_per_step, b_us_per_step,
+    CASE
+        WHEN item = 'component' OR NOT EXISTS (
+            SELECT 1 FROM pathed AS q
+            WHERE q.study = paired.study_b AND q.run_id = paired.run_b
+              AND NOT (q.gpu AND paired.item IN ('innermost_op', 'module'))
+        ) THEN NULL
+        ELSE EXISTS (
+            SELECT 1 FROM on_path AS o
+            WHERE o.study = paired.study_b AND o.run_id = paired.run_b AND o.item = paired.item
+              AND o.name = paired.name AND (o.kind IS NULL OR o.kind = paired.kind)
+        )
+    END AS on_path_b,
     b_us_per_step - a_us_per_step AS change_us,
     step_a_us, step_b_us,
     step_b_us - step_a_us AS step_change_us,
