@@ -53,13 +53,23 @@ def _fill_op_costs(connection: duckdb.DuckDBPyConnection) -> None:
     fill_op_costs(connection)
 
 
+def _fill_op_tree(connection: duckdb.DuckDBPyConnection) -> None:
+    """Walk the call trees of the traces `op_tree` lacks (imported here: numpy loads only when needed)."""
+    from tracehouse.pipeline.ops.tree_facts import fill_op_tree
+
+    fill_op_tree(connection)
+
+
 # Raw tables whose rows tracehouse computes in Python from the warehouse's own data: the runner
 # fills each right after its file runs (its inputs are raw relations, created before it), and the
 # warehouse again after every ingest, before it refreshes the materialized tables.
-FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {"op_costs": _fill_op_costs}
+FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    "op_costs": _fill_op_costs,
+    "op_tree": _fill_op_tree,  # after op_costs: which calls do work
+}
 # The version of the code that computes each FILLED table's rows: part of the warehouse's SQL
 # digest, so new formulas rebuild the table and everything computed from it.
-FILLED_VERSIONS: dict[str, Callable[[], str]] = {"op_costs": formulas_version}
+FILLED_VERSIONS: dict[str, Callable[[], str]] = {"op_costs": formulas_version, "op_tree": formulas_version}
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _CREATES = re.compile(r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>TABLE|VIEW)\b", re.IGNORECASE | re.MULTILINE)

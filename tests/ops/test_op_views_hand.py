@@ -50,10 +50,10 @@ def build(ops: list[tuple], launches: list[tuple]) -> duckdb.DuckDBPyConnection:
         "CREATE TABLE ops (study VARCHAR, run_id VARCHAR, rank INTEGER, op_id BIGINT, parent_id BIGINT, "
         "kind VARCHAR, name VARCHAR, ts_unix_ns BIGINT, dur_ns BIGINT, input_dims VARCHAR, "
         "input_types VARCHAR, concrete_inputs VARCHAR, module VARCHAR, pid VARCHAR DEFAULT '1', "
-        "tid VARCHAR DEFAULT '1')"
+        "tid VARCHAR DEFAULT '1', content_hash VARCHAR DEFAULT 'h')"
     )
     con.executemany(
-        "INSERT INTO ops VALUES ('s', 'r', 0, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, '1', '1')",
+        "INSERT INTO ops VALUES ('s', 'r', 0, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, '1', '1', 'h')",
         [list(o) for o in ops],
     )
     con.execute(
@@ -75,8 +75,8 @@ def build(ops: list[tuple], launches: list[tuple]) -> duckdb.DuckDBPyConnection:
         "tid VARCHAR)"
     )
     # the relations under test, over the hand-built raw tables above
-    wanted = ["raw/op_costs", "seeds/device_peaks", "materialized/op_calls", "views/staging/op_rates",
-              "views/marts/op_breakdown", "views/marts/module_breakdown",
+    wanted = ["raw/op_costs", "raw/op_tree", "seeds/device_peaks", "materialized/op_calls",
+              "views/staging/op_rates", "views/marts/op_breakdown", "views/marts/module_breakdown",
               "views/staging/run_compute_efficiency"]  # fmt: skip
     files = [
         sql_file(w.rsplit("/", 1)[1], w.rsplit("/", 1)[0], (SQL / f"{w}.sql").read_text()) for w in wanted

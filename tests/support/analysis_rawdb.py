@@ -14,8 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 from tracehouse.pipeline import schema
-from tracehouse.pipeline.ops.store import fill_op_costs
-from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, create_relations, load_sql_files
+from tracehouse.pipeline.sql_runner import FILLED, RAW_LAYER, SqlFile, create_relations, load_sql_files
 
 US = 1000  # ns per µs: hand-made tests write times in µs for readability
 
@@ -194,7 +193,8 @@ def fill(
         pl.DataFrame([{"study": study, "run_id": run_id, **p} for p in power], schema=POWER),
     )
     if _has_materialized(con):
-        fill_op_costs(con)
+        for fill_table in FILLED.values():  # op_costs, then op_tree (which calls do work)
+            fill_table(con)
         refresh(con)
 
 
@@ -222,7 +222,7 @@ def view_files() -> list[SqlFile]:
 
 
 # Raw tables `fill` does not stand in for: their own SQL creates them (empty) for the views that read them.
-UNFILLED_RAW = ("network_curve_points", "op_costs", "critical_path_segments", "op_slack_rows")
+UNFILLED_RAW = ("network_curve_points", "op_costs", "op_tree", "critical_path_segments", "op_slack_rows")
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -276,6 +276,7 @@ def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.Duc
                 )
             )
         register(con, table, pl.concat(frames, how="diagonal_relaxed"))
-    fill_op_costs(con)
+    for fill_table in FILLED.values():
+        fill_table(con)
     refresh(con)
     return con

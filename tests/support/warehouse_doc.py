@@ -84,6 +84,13 @@ RELATIONS = {
         "(docs/flops.md): FLOPs and bytes per call, filled after every ingest from the signatures "
         "not yet there",
     ),
+    "op_tree": (
+        None,
+        "one row per cpu_op of `ops` (per trace, `content_hash`, and `op_id`): what `op_calls` needs "
+        "from the call tree (walked through every op kind), computed in Python by whole-array walks over "
+        "each trace's tree (`pipeline/ops/tree_facts.py`) after every ingest, for the traces not yet "
+        "there; rows of traces no longer registered, or from another version of the formulas, are dropped",
+    ),
     "critical_path_segments": (
         None,
         "one row per segment of a replayed step's critical path across ranks, written by `tracehouse"
