@@ -25,6 +25,7 @@ RUN_TABLES = (
     "projections",
     "critical_path_segments",
     "op_slack_rows",
+    "op_tree",
 )
 # The content hashes of a run's files that have partitions (parameters: study, run_id twice).
 _RUN_HASHES = (

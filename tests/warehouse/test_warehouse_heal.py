@@ -92,7 +92,7 @@ def test_forget_removes_a_run_as_if_it_never_was(tmp_path, capsys):
         "forgot run tiny-cpu-gloo/ddp-ws2: 2 traces, 0 power logs, 12 Parquet files"
     )
     assert checksums(whole) == checksums(without)
-    for relation in ("step_breakdown", "scale_points", "comm_exposure", "runs"):
+    for relation in ("step_breakdown", "scale_points", "comm_exposure", "runs", "op_tree", "op_calls"):
         assert count(whole, f"{relation} WHERE run_id = 'ddp-ws2'") == 0
         assert count(whole, relation) == count(without, relation)
     assert not (whole / "parquet" / "events" / "study=tiny-cpu-gloo" / "run_id=ddp-ws2").exists()
