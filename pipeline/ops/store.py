@@ -27,7 +27,7 @@ WHERE o.kind = 'cpu_op' AND list_contains(?, o.name)
 """
 
 
-def _has(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
+def has_relation(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the current schema (or the search path) holds this relation."""
     rows = connection.execute(
         "SELECT 1 FROM duckdb_tables() WHERE table_name = ? UNION ALL "
@@ -39,7 +39,7 @@ def _has(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def fill_op_costs(connection: duckdb.DuckDBPyConnection) -> int:
     """Evaluate and store the signatures `op_costs` lacks; return how many were added."""
-    if not (_has(connection, "ops") and _has(connection, "op_costs")):
+    if not (has_relation(connection, "ops") and has_relation(connection, "op_costs")):
         return 0
     version = formulas_version()
     connection.execute("DELETE FROM op_costs WHERE formulas_version <> ?", [version])
