@@ -13,7 +13,8 @@ TOP_OPS = 10
 # segments (a host gap and a kernel per op on a CPU rank), far more than a chart's width in pixels.
 BINS = 240
 
-# Each run's ops pooled over its steps and ranks: time per rank step window, FLOPs and bytes summed,
+# Each run's ops pooled over its steps and ranks: time per rank step window, its share of all the
+# run's op time (ops without FLOPs included), FLOPs and bytes summed,
 # and the bound as the rate that takes the summed time at the bound (bound_us: the sum of flops over
 # bound), so bound_frac is the op's compute efficiency (scale_points.compute_efficiency for one op).
 ROOFLINE_QUERY = """
@@ -34,9 +35,9 @@ ops AS (
     FROM op_breakdown WHERE study = $1 GROUP BY run_id, op
 ),
 shared AS (
-    SELECT *, work_us / sum(work_us) OVER (PARTITION BY run_id) AS share_of_op_time,
-           row_number() OVER (PARTITION BY run_id ORDER BY work_us DESC, op) AS time_rank
-    FROM ops WHERE flops > 0 AND bytes > 0 AND work_us > 0
+    SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY work_us DESC, op) AS time_rank
+    FROM (SELECT *, work_us / sum(work_us) OVER (PARTITION BY run_id) AS share_of_op_time FROM ops)
+    WHERE flops > 0 AND bytes > 0 AND work_us > 0
 )
 SELECT r.strategy, o.run_id, r.world_size, r.panel, r.panel_order, o.op, o.calls, o.time_rank,
        o.work_us / w.windows / 1e3 AS ms_per_step,
