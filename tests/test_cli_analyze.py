@@ -36,8 +36,9 @@ def test_analyze_with_rank_study_and_run_reports_the_trace(tmp_path, capsys) -> 
     assert main(["analyze", str(trace.parent), *options, "-o", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)  # with --json, stdout is only the JSON
     assert summary["ingest"]["loaded"] == 1 and summary["ingest"]["failed"] == []
-    # breakdown and its shares, what the step waits for (idle by cause), per-rank step time, top kernels
-    assert summary["report"] == {"html": str(out), "study": "mine", "charts": 5, "pngs": []}
+    # breakdown and its shares, what the step waits for (idle by cause), its ops on the roofline (no
+    # critical path before `project`), per-rank step time, top kernels
+    assert summary["report"] == {"html": str(out), "study": "mine", "charts": 6, "pngs": []}
     assert out.stat().st_size > 0
 
 

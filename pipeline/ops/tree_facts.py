@@ -12,9 +12,9 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import polars as pl
+from tracehouse.pipeline.ops.calltree import NONE, above, nearest
 from tracehouse.pipeline.ops.store import has_relation
 from tracehouse.pipeline.ops.version import formulas_version
-from tracehouse.pipeline.parsers.kineto.tree import NONE, above, nearest
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function:"  # quoted into SQL: no quote in either
 OPTIMIZER_PREFIX = "Optimizer."

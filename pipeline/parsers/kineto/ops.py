@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from tracehouse.pipeline.parsers.kineto import tree
+from tracehouse.pipeline.ops import calltree as tree
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS, RUNTIME_KIND
 from tracehouse.pipeline.schema import OP_LAUNCHES, OPS
 

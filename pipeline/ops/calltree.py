@@ -1,5 +1,8 @@
 """The host call tree of one trace in array form: who encloses whom on each thread.
 
+The parser builds each trace's tree with these walks (parsers/kineto/ops.py), and the warehouse
+walks the stored trees again with them (ops/tree_facts.py): the one home of the array algorithms.
+
 Events are laid out in thread order (pid, tid, then start ascending, end descending, file order),
 so an event's enclosing events come before it. Its parent is the last earlier event of its thread
 whose end is at or after its own: the innermost one enclosing it (intervals are closed). This is
