@@ -32,6 +32,15 @@ SOURCES = [
     "tracelens/mi300_ddp_rank0_of8.json.gz",
     "hta/pair_sampled_rank-0.json.gz",
 ]
+# The public views "Below the step" added (timed with the rest, and counted in BELOW).
+BELOW_VIEWS = [
+    "op_breakdown",
+    "module_breakdown",
+    "kernel_stats",
+    "launch_stats",
+    "memory_timeline",
+    "step_memory",
+]
 VIEWS = [
     "step_breakdown",
     "rank_summary",
@@ -44,12 +53,7 @@ VIEWS = [
     "comm_exposure",
     "exposed_comm_by_collective",
     "idle_causes",
-    "op_breakdown",
-    "module_breakdown",
-    "kernel_stats",
-    "launch_stats",
-    "memory_timeline",
-    "step_memory",
+    *BELOW_VIEWS,
 ]
 # The relations "Why the step waits" added (scale_points also joins run_wait_shares, a cheap view
 # over comm_exposure and idle_causes, whose time stays in scale_points').
@@ -64,18 +68,7 @@ NEW = {
 
 # The relations "Below the step" added (scale_points also joins run_compute_efficiency, a view
 # over op_rates, whose time stays in scale_points').
-BELOW = {
-    "op_costs",
-    "op_tree",
-    "op_calls",
-    "launch_calls",
-    "op_breakdown",
-    "module_breakdown",
-    "kernel_stats",
-    "launch_stats",
-    "memory_timeline",
-    "step_memory",
-}
+BELOW = {"op_costs", "op_tree", "op_calls", "launch_calls", *BELOW_VIEWS}
 # Raw tables written from the parsed frames (the rest stay the empty tables rawdb.fill makes).
 RAW_FRAMES = {
     "events": "events",
