@@ -182,3 +182,19 @@ def test_ops_and_modules_one_level_down_with_the_path_of_b(sample_warehouse, tmp
     assert set(modules["kind"]) == {"forward", "backward", "optimizer"} and modules["on_path_b"].all()
     assert rows.filter(rows["item"] == "component")["on_path_b"].is_null().all()
     assert reversed_pair == 0  # ddp-ws2 has no stored path: unknown, never false
+
+
+def test_the_diff_does_not_depend_on_how_many_threads_add_it_up(sample_warehouse):
+    """Every row of run_diff is the same, to the last bit, with one DuckDB thread or four: the op and
+    module figures are sums over ranks and steps, and a float sum taken in the order the threads
+    finish differs in its last bits run to run (a change of exactly 0 came out as 1e-13 in CI)."""
+    rows = []
+    with open_for_query(sample_warehouse) as c:
+        for threads in (1, 4, 1, 4):
+            c.execute(f"SET threads = {threads}")
+            rows.append(
+                c.sql(
+                    "SELECT * FROM run_diff WHERE item IN ('innermost_op', 'module') ORDER BY ALL"
+                ).fetchall()
+            )
+    assert rows[0] and all(r == rows[0] for r in rows[1:])

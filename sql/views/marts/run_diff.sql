@@ -4,7 +4,8 @@
 -- changes sum to the step-time change), every kernel or op name (its whole-trace time per
 -- rank divided by the step windows per rank; kernels overlap, so these do not sum), and one
 -- level down every innermost op (op_breakdown) and module path and phase (module_breakdown):
--- their work time in steps over all ranks divided by the run's rank step windows. With the
+-- their work time in steps over all ranks divided by the run's rank step windows (summed in whole
+-- ns, so the figure does not depend on the order DuckDB's threads add the rows in). With the
 -- change B - A, its share of the step-time change, and whether B's stored critical path runs
 -- through the item. Filter on the pair: the view is lazy.
 CREATE OR REPLACE VIEW run_diff AS
@@ -31,7 +32,7 @@ rank_windows AS (
 ),
 innermost_ops AS (
     SELECT o.study, o.run_id, 'innermost_op' AS item, 'cpu_op' AS kind, o.op AS name,
-        CAST(NULL AS VARCHAR) AS class, sum(o.work_us) / any_value(w.windows) AS us_per_step
+        CAST(NULL AS VARCHAR) AS class, sum(round(o.work_us * 1e3)) / 1e3 / any_value(w.windows) AS us_per_step
     FROM op_breakdown AS o
     JOIN rank_windows AS w ON o.study = w.study AND o.run_id = w.run_id
     SEMI JOIN timed AS t ON o.study = t.study AND o.run_id = t.run_id
@@ -40,7 +41,7 @@ innermost_ops AS (
 ),
 modules AS (
     SELECT m.study, m.run_id, 'module' AS item, m.phase AS kind, coalesce(m.module, '(no module)') AS name,
-        CAST(NULL AS VARCHAR) AS class, sum(m.work_us) / any_value(w.windows) AS us_per_step
+        CAST(NULL AS VARCHAR) AS class, sum(round(m.work_us * 1e3)) / 1e3 / any_value(w.windows) AS us_per_step
     FROM module_breakdown AS m
     JOIN rank_windows AS w ON m.study = w.study AND m.run_id = w.run_id
     SEMI JOIN timed AS t ON m.study = t.study AND m.run_id = t.run_id
