@@ -368,7 +368,7 @@ def _wait_for_workers(address: str, n: int, warm_up: Path) -> None:
     from distributed import Client
     from tracehouse.pipeline.discovery.search import discover
     from tracehouse.pipeline.ingest.tasks import load_trace
-    from tracehouse.pipeline.warehouse import create_warehouse
+    from tracehouse.pipeline.warehouse.database import create_warehouse
 
     with Client(address, timeout=CLUSTER_WAIT_S) as client:
         client.wait_for_workers(n, timeout=CLUSTER_WAIT_S)
@@ -445,7 +445,7 @@ def workers_alone(folder: Path, warehouse: Path, address: str) -> float:
     from distributed import Client, wait
     from tracehouse.pipeline.discovery.search import discover
     from tracehouse.pipeline.ingest.tasks import load_trace
-    from tracehouse.pipeline.warehouse import create_warehouse
+    from tracehouse.pipeline.warehouse.database import create_warehouse
 
     jobs, target = discover([folder]).traces, str(create_warehouse(warehouse))
     with Client(address, timeout=CLUSTER_WAIT_S) as client:

@@ -44,7 +44,7 @@ def identity(root: Path) -> None:
     from tracehouse.pipeline.projection.build import build_run_graph
     from tracehouse.pipeline.projection.project import identity_check
     from tracehouse.pipeline.projection.timeline import load_run
-    from tracehouse.pipeline.reading import open_reader
+    from tracehouse.pipeline.warehouse.reading import open_reader
 
     warehouse = root / "identity"
     ingest(sorted(p.parent for p in (REPO / "sample_traces").rglob("manifest.json")), warehouse)

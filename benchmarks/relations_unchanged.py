@@ -40,7 +40,7 @@ def dump(out: Path, traces: list[str]) -> None:
         cli = "from tracehouse.pipeline.cli.main import run; run()"
         cmd = [sys.executable, "-c", cli, "ingest", "--warehouse", str(warehouse), *traces]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        from tracehouse.pipeline.warehouse import connect
+        from tracehouse.pipeline.warehouse.database import connect
 
         with connect(warehouse, read_only=True) as c:
             names = [r[0] for r in c.sql("SELECT table_name FROM information_schema.tables").fetchall()]

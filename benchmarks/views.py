@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
-from tracehouse.pipeline.sql_runner import FILLED, RAW_LAYER, dependency_order, load_sql_files
+from tracehouse.pipeline.warehouse.sql_runner import FILLED, RAW_LAYER, dependency_order, load_sql_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import analysis_rawdb as rawdb  # test helper: raw tables, the sql/ files

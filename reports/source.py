@@ -7,9 +7,9 @@ from typing import Any
 
 import duckdb
 import polars as pl
-from tracehouse.pipeline import warehouse
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.sandbox import seal
+from tracehouse.pipeline.warehouse import database
+from tracehouse.pipeline.warehouse.sandbox import seal
 
 REQUIRED_VIEWS = ("runs", "scale_points", "step_breakdown")
 # Read by several charts each; the order lets later views reuse the earlier snapshots.
@@ -21,11 +21,11 @@ def open_warehouse(directory: str | Path) -> duckdb.DuckDBPyConnection:
 
     WarehouseError when it cannot be read.
     """
-    con = warehouse.connect(Path(directory), read_only=True)
+    con = database.connect(Path(directory), read_only=True)
     if _missing(con) or _stale(con) or has_relation(con, "warehouse_meta"):
         con.close()  # a database of its own: the sandbox's settings stay off other connections
-        con = warehouse.open_for_query(Path(directory), isolated=True)
-    with warehouse.closed_on_error(con):
+        con = database.open_for_query(Path(directory), isolated=True)
+    with database.closed_on_error(con):
         missing = _missing(con)
         if missing:
             raise WarehouseError(f"{directory}: the warehouse has no view(s) {', '.join(missing)}")
@@ -40,7 +40,7 @@ def _stale(con: duckdb.DuckDBPyConnection) -> bool:
     E.g. a view added by an upgrade, a comm pattern added by hand. A warehouse without
     `warehouse_meta` was made by hand (the tests' fabricated one) and is read as it is.
     """
-    return has_relation(con, "warehouse_meta") and not warehouse.views_are_current(con)
+    return has_relation(con, "warehouse_meta") and not database.views_are_current(con)
 
 
 def snapshot(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 from support.testdata import SAMPLE_TRACES
-from tracehouse.pipeline import reading  # `tracehouse query` imports its query function when it runs
 from tracehouse.pipeline.cli.main import main
+
+# `tracehouse query` imports its query function when it runs
+from tracehouse.pipeline.warehouse import reading
 
 RUN = str(SAMPLE_TRACES / "tiny-cpu-gloo" / "ddp-ws1")
 INTERNAL = (

@@ -18,7 +18,7 @@ from support.analysis_marts_fixture import study_db
 from support.analysis_rawdb import rows
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.export_trace import CRITICAL_LANE, EXPOSED_LANE, IDLE_LANE, export_trace
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.warehouse.database import open_for_query
 
 RUN, STEP = "ddp-ws4", 3
 

@@ -26,7 +26,7 @@ from tracehouse.pipeline.common import comm_vocabulary as vocab
 from tracehouse.pipeline.common.comm_names import OPS
 from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.pipeline.parsers.kineto.names import is_comm_kernel, is_comm_name
-from tracehouse.pipeline.warehouse import (
+from tracehouse.pipeline.warehouse.database import (
     connect,
     create_views,
     inputs_stamp,

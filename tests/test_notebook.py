@@ -27,7 +27,7 @@ ONE_RUN = SAMPLE_TRACES / "tiny-cpu-gloo" / "ddp-ws1"
 
 def chart_names() -> list[str]:
     """Every chart `wh.charts` offers."""
-    from tracehouse.pipeline.reading import Charts
+    from tracehouse.pipeline.warehouse.reading import Charts
 
     return [name for name, _ in inspect.getmembers(Charts, inspect.isfunction) if not name.startswith("_")]
 

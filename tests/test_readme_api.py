@@ -42,7 +42,7 @@ def test_a_view_method_exists_for_every_public_view_with_filters():
     import inspect
 
     import tracehouse
-    from tracehouse.pipeline.view_docs import load_contracts
+    from tracehouse.pipeline.warehouse.view_docs import load_contracts
 
     views = {c.relation for c in load_contracts()} | {"ingest_errors"}
     methods = {name for name, _ in inspect.getmembers(tracehouse.Warehouse, inspect.isfunction)}

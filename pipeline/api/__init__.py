@@ -29,7 +29,7 @@ from tracehouse.pipeline.ingest.summary import IngestSummary
 
 if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
-    from tracehouse.pipeline.reading import Charts, Warehouse
+    from tracehouse.pipeline.warehouse.reading import Charts, Warehouse
 
 
 __all__ = [
@@ -52,7 +52,7 @@ def __getattr__(name: str) -> Any:
 
         return version()
     if name in ("Warehouse", "Charts"):
-        from tracehouse.pipeline import reading
+        from tracehouse.pipeline.warehouse import reading
 
         return getattr(reading, name)
     raise AttributeError(f"module 'tracehouse' has no attribute {name!r}")
@@ -64,7 +64,7 @@ def open(directory: str | Path, *, allow_files: Iterable[str | Path] = ()) -> Wa
     Its SQL reads the warehouse and nothing else; `allow_files` names directories whose files it
     may read too (DuckDB then lets it write there as well).
     """
-    from tracehouse.pipeline.reading import Warehouse
+    from tracehouse.pipeline.warehouse.reading import Warehouse
 
     return Warehouse(directory, allow_files=allow_files)
 

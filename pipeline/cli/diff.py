@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the comparison."""
     from tracehouse.pipeline.compare import diff_runs  # the warehouse loads only when it runs
-    from tracehouse.pipeline.reading import open_reader
+    from tracehouse.pipeline.warehouse.reading import open_reader
 
     with open_reader(args.warehouse) as connection:
         result = diff_runs(connection, args.run_a, args.run_b, study=args.study, top=args.top)

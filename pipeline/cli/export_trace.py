@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Export and say what was written."""
     from tracehouse.pipeline.export_trace import export_trace  # the warehouse loads only when it runs
-    from tracehouse.pipeline.reading import open_reader
+    from tracehouse.pipeline.warehouse.reading import open_reader
 
     with open_reader(args.warehouse) as connection:
         result = export_trace(connection, args.run, args.step, args.out, study=args.study)

@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the query and print its rows."""
-    from tracehouse.pipeline.reading import query  # the warehouse loads only when it runs
+    from tracehouse.pipeline.warehouse.reading import query  # the warehouse loads only when it runs
 
     columns, rows = query(args.warehouse, args.sql, allow=args.allow_files)
     {"table": print_table, "csv": print_csv, "json": print_json}[args.format](columns, rows)

@@ -19,8 +19,8 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError, one_line, system_fault
 from tracehouse.pipeline.common.manifest import STATED_FACTS
-from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR, Partition, duckdb_file
-from tracehouse.pipeline.warehouse import connect, is_locked, transaction
+from tracehouse.pipeline.warehouse.database import connect, is_locked, transaction
+from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, PARQUET_DIR, Partition, duckdb_file
 
 LOCK_NAME = ".ingest.lock"
 # Present while the last ingest ended with every Parquet file it wrote registered or deleted.

@@ -15,7 +15,7 @@ import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.ingest.catalog import catalog_phase, faults_named, ingest_lock
 from tracehouse.pipeline.ingest.register import BUSY_WAIT_S
-from tracehouse.pipeline.warehouse import connect, refresh_runs_now, transaction
+from tracehouse.pipeline.warehouse.database import connect, refresh_runs_now, transaction
 
 # The catalog tables that hold a run's rows, keyed by (study, run_id).
 RUN_TABLES = (

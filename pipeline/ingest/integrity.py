@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 from tracehouse.pipeline.common.errors import one_line
 from tracehouse.pipeline.ingest.catalog import footer_rows
-from tracehouse.pipeline.partitions import file_crc32
+from tracehouse.pipeline.warehouse.partitions import file_crc32
 
 # Each registered partition with the source file it came from (a trace or a power log).
 _PARTITIONS = """
@@ -60,7 +60,7 @@ class CheckResult:
 
 def check_warehouse(warehouse_dir: str | Path) -> CheckResult:
     """Verify every registered partition (exists, size, CRC-32, footer rows), reading the warehouse only."""
-    from tracehouse.pipeline.warehouse import connect
+    from tracehouse.pipeline.warehouse.database import connect
 
     with connect(Path(warehouse_dir), read_only=True) as connection:
         n = connection.sql("SELECT count(*) FROM parquet_files").fetchall()[0][0]

@@ -36,14 +36,14 @@ from tracehouse.pipeline.ingest.register import BUSY_WAIT_S, Batch, Registrar, m
 from tracehouse.pipeline.ingest.runner import Task, run_tasks
 from tracehouse.pipeline.ingest.summary import IngestSummary
 from tracehouse.pipeline.ingest.tasks import FileOutcome, load_nccl_tests, load_power, load_trace
-from tracehouse.pipeline.partitions import PARQUET_DIR
 from tracehouse.pipeline.progress import Progress
-from tracehouse.pipeline.warehouse import (
+from tracehouse.pipeline.warehouse.database import (
     create_views,
     create_warehouse,
     is_new_warehouse,
     make_warehouse_dir,
 )
+from tracehouse.pipeline.warehouse.partitions import PARQUET_DIR
 
 
 def load_all(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from tracehouse.pipeline.partitions import PARQUET_TABLES, Partition, file_crc32, partition_file
+from tracehouse.pipeline.warehouse.partitions import PARQUET_TABLES, Partition, file_crc32, partition_file
 
 
 def write_partition(

@@ -35,8 +35,8 @@ from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
 from tracehouse.pipeline.parsers.nccl_tests.result import NcclTestsResult
-from tracehouse.pipeline.partitions import TRACE_TABLES, Partition
-from tracehouse.pipeline.schema import IGNORED_CATEGORIES, OTHER_KIND
+from tracehouse.pipeline.warehouse.partitions import TRACE_TABLES, Partition
+from tracehouse.pipeline.warehouse.schema import IGNORED_CATEGORIES, OTHER_KIND
 
 HASH_CHUNK = 1 << 20
 # rank_source of a run's only trace without distributedInfo: a process without a distributed world.

@@ -107,7 +107,7 @@ def slack_rows(study: str, run_id: str, paths: list[StepPath]) -> list[tuple]:
 
 def store_paths(connection: duckdb.DuckDBPyConnection, study: str, result: StudyPaths) -> int:
     """Replace the rows of every run in `result`; returns the segment rows written."""
-    from tracehouse.pipeline.warehouse import transaction
+    from tracehouse.pipeline.warehouse.database import transaction
 
     segments: list[tuple] = []
     slack: list[tuple] = []

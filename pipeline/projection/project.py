@@ -43,7 +43,7 @@ from tracehouse.pipeline.projection.unknowns import (
     node_size_note,
     refusal_notes,
 )
-from tracehouse.pipeline.warehouse import transaction
+from tracehouse.pipeline.warehouse.database import transaction
 
 # The knee: the first world size whose marginal throughput per added device is below this share
 # of the measured throughput per device (the ideal marginal of a perfectly scaling run).
@@ -255,8 +255,8 @@ def project_study(
     each run's critical paths of its measured replay (critical_path_segments, op_slack_rows). One
     run that cannot be projected is a TracehouseError; across a study, each such run is left out
     and listed in the result's `failed` with its reason, and the others are projected."""
-    from tracehouse.pipeline.reading import open_reader
-    from tracehouse.pipeline.warehouse import connect
+    from tracehouse.pipeline.warehouse.database import connect
+    from tracehouse.pipeline.warehouse.reading import open_reader
 
     network_from_file = load_network_file(network_file) if network_file is not None else None
     results = Projections()

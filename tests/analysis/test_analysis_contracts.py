@@ -8,7 +8,7 @@ import pytest
 from support.analysis_marts_fixture import study_db
 from support.analysis_rawdb import parsed_db, rows
 from support.testdata import PUBLIC_BY_DESIGN, shared_path
-from tracehouse.pipeline.view_docs import DOC_PATH, load_contracts, render
+from tracehouse.pipeline.warehouse.view_docs import DOC_PATH, load_contracts, render
 
 CONTRACTS = load_contracts()
 pytestmark = pytest.mark.slow  # about 60 s on 2 busy cores (real traces through every view)
@@ -70,4 +70,4 @@ def test_checks_hold_and_are_not_vacuous(contract, warehouses):
 
 
 def test_views_doc_is_generated_from_the_contracts():
-    assert DOC_PATH.read_text() == render(CONTRACTS), "run: python -m tracehouse.pipeline.view_docs"
+    assert DOC_PATH.read_text() == render(CONTRACTS), "run: python -m tracehouse.pipeline.warehouse.view_docs"

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from support.analysis_rawdb import parsed_db, rows
 from support.testdata import SHARED_DATA
-from tracehouse.pipeline.view_docs import load_contracts
+from tracehouse.pipeline.warehouse.view_docs import load_contracts
 
 pytestmark = [pytest.mark.shared_data, pytest.mark.slow]
 

@@ -103,7 +103,7 @@ def test_net_bytes_where_the_trace_has_no_totals():
 
 
 def test_sample_study_ranks_say_they_have_no_memory_events(sample_warehouse):
-    from tracehouse.pipeline.warehouse import open_for_query
+    from tracehouse.pipeline.warehouse.database import open_for_query
 
     with open_for_query(sample_warehouse) as db:
         coverage = rows(db, "SELECT DISTINCT has_memory, op_gaps FROM trace_coverage")

@@ -19,7 +19,7 @@ from support.tracebuilder import kernel, runtime, step, write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.compare import diff_runs
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.warehouse.database import open_for_query
 
 BASE = 1_700_000_000 * 10**9
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def con(sample_warehouse):
-    from tracehouse.pipeline import warehouse
+    from tracehouse.pipeline.warehouse import database
 
-    return warehouse.open_for_query(sample_warehouse)
+    return database.open_for_query(sample_warehouse)
 
 
 def manifest(run_dir: Path) -> dict:

@@ -454,9 +454,9 @@ def test_every_real_trace_sums_exactly(shared_data):
 
 @pytest.mark.slow
 def test_the_sample_study_sums_exactly(sample_warehouse):
-    from tracehouse.pipeline import warehouse
+    from tracehouse.pipeline.warehouse import database
 
-    con = warehouse.open_for_query(sample_warehouse)
+    con = database.open_for_query(sample_warehouse)
     assert_exact(con, want_idle=False)
     # every interval of a collected run knows its op, group, dimension and phase
     missing = rows(

@@ -134,7 +134,7 @@ def test_roofline_bound_is_the_lower_of_peak_and_intensity_times_bandwidth() -> 
 
 def test_device_peaks_gains_bandwidth_in_an_old_warehouse() -> None:
     import duckdb
-    from tracehouse.pipeline.sql_runner import create_relations, load_sql_files
+    from tracehouse.pipeline.warehouse.sql_runner import create_relations, load_sql_files
 
     con = duckdb.connect()
     # the table as a warehouse made before the bandwidth column holds it

@@ -17,7 +17,7 @@ import pytest
 from tracehouse.collectors.spec import ProfilingConfig, RunSpec
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
-from tracehouse.pipeline.warehouse import connect
+from tracehouse.pipeline.warehouse.database import connect
 
 pytestmark = pytest.mark.slow
 

@@ -107,7 +107,7 @@ def _parse_power(path: Path) -> Any:
 
 def _power_problem(path: Path, log: Any) -> str | None:
     from tracehouse.pipeline.common.limits import POWER_RANGES
-    from tracehouse.pipeline.schema import POWER_SAMPLES
+    from tracehouse.pipeline.warehouse.schema import POWER_SAMPLES
 
     frame = log.frame
     if dict(frame.schema) != POWER_SAMPLES:

@@ -79,7 +79,7 @@ def verdict(path: Path, fast: Outcome, slow: Outcome, *, scanner_built: bool) ->
 
 
 def _frames_differ(fast: Any, slow: Any) -> str | None:
-    from tracehouse.pipeline.partitions import TRACE_TABLES  # every frame that becomes a table
+    from tracehouse.pipeline.warehouse.partitions import TRACE_TABLES  # every frame that becomes a table
 
     for name in TRACE_TABLES:
         a, b = getattr(fast, name), getattr(slow, name)

@@ -13,7 +13,7 @@ import pytest
 from format_oracle import _power_problem, judge
 from support.testdata import SHARED_DATA, shared_path
 from tracehouse.pipeline.parsers.power.parse import PowerLog
-from tracehouse.pipeline.schema import POWER_SAMPLES
+from tracehouse.pipeline.warehouse.schema import POWER_SAMPLES
 
 pytestmark = pytest.mark.fuzz
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 from tracehouse.pipeline.ops import store
-from tracehouse.pipeline.sql_runner import create_relations, load_sql_files
+from tracehouse.pipeline.warehouse.sql_runner import create_relations, load_sql_files
 
 MM = ("aten::mm", "[[256, 128], [128, 128]]", '["float", "float"]', '["", ""]')
 VIEW = ("aten::view", "[[4, 64], []]", '["long int", "ScalarList"]', '["", "[-1]"]')
@@ -54,7 +54,7 @@ def test_a_warehouse_without_ops_is_left_alone() -> None:
 def test_new_formulas_change_the_warehouse_sql_digest(monkeypatch) -> None:
     # a warehouse whose digest differs rebuilds every relation: op_costs is refilled (rows of
     # other formulas purged) and op_calls recomputed from it
-    from tracehouse.pipeline import sql_runner, warehouse
+    from tracehouse.pipeline.warehouse import sql_runner, warehouse
 
     files = load_sql_files()
     before = warehouse.sql_digest(files)

@@ -171,9 +171,9 @@ WHERE o.kind = 'cpu_op'
 
 
 def _equal_to_the_recursive_definition(warehouse_dir: Path) -> int:
-    from tracehouse.pipeline import warehouse
+    from tracehouse.pipeline.warehouse import database
 
-    with warehouse.open_for_query(warehouse_dir) as con:
+    with database.open_for_query(warehouse_dir) as con:
         con.execute(f"CREATE TEMP TABLE oracle AS {RECURSIVE}")
         stored = "SELECT content_hash, op_id, phase, above_work, inside_unit FROM op_tree"
         extra = con.sql(f"SELECT count(*) FROM ({stored} EXCEPT ALL SELECT * FROM oracle)").fetchall()[0][0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from tracehouse.pipeline.ops.store import fill_op_costs
-from tracehouse.pipeline.sql_runner import create_relations, sql_file
+from tracehouse.pipeline.warehouse.sql_runner import create_relations, sql_file
 
 SQL = Path(__file__).resolve().parents[2] / "sql"
 
@@ -191,7 +191,7 @@ def test_module_breakdown_rolls_up_by_module_and_phase(con) -> None:
 
 @pytest.mark.parametrize("relation", ["op_breakdown", "module_breakdown"])
 def test_contract_columns_and_checks_hold(con, relation: str) -> None:
-    from tracehouse.pipeline.view_docs import contracts_by_relation
+    from tracehouse.pipeline.warehouse.view_docs import contracts_by_relation
 
     contract = contracts_by_relation()[relation]
     got = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {relation})").fetchall())

@@ -26,9 +26,9 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 @pytest.fixture(scope="module")
 def con(sample_warehouse):
-    from tracehouse.pipeline import warehouse
+    from tracehouse.pipeline.warehouse import database
 
-    return warehouse.open_for_query(sample_warehouse)
+    return database.open_for_query(sample_warehouse)
 
 
 def _flop_counter_mm_per_step(spec: dict) -> int:
@@ -90,14 +90,14 @@ def test_cpu_compute_self_time_sums_to_rank_summary(con) -> None:
 
 @pytest.fixture(scope="module")
 def h100(tmp_path_factory):
-    from tracehouse.pipeline import warehouse
     from tracehouse.pipeline.ingest.driver import ingest
+    from tracehouse.pipeline.warehouse import database
 
     trace = shared_path("traces/tracelens/h100_bert_small.json.gz")
     target = tmp_path_factory.mktemp("h100")
     summary = ingest([trace], target)
     assert summary.failed == [], summary.failed
-    return trace, warehouse.open_for_query(target)
+    return trace, database.open_for_query(target)
 
 
 def test_h100_flops_per_op_equal_the_python_rule(h100) -> None:

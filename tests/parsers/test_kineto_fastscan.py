@@ -13,7 +13,7 @@ from support.tracebuilder import cpu_op, kernel, process_name, runtime, thread_n
 from tracehouse.pipeline.common.errors import TraceFormatError
 from tracehouse.pipeline.parsers.kineto.fastscan import available
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
-from tracehouse.pipeline.partitions import TRACE_TABLES
+from tracehouse.pipeline.warehouse.partitions import TRACE_TABLES
 
 pytestmark = pytest.mark.skipif(not available(), reason="the optional _kineto_scan extension is not built")
 

@@ -19,7 +19,7 @@ from tracehouse.pipeline.parsers.kineto.fastscan import available
 from tracehouse.pipeline.parsers.kineto.limits import DEPTH_ERROR, MAX_DEPTH
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
-from tracehouse.pipeline.partitions import TRACE_TABLES
+from tracehouse.pipeline.warehouse.partitions import TRACE_TABLES
 
 FRAMES = TRACE_TABLES  # every frame of ParsedTrace that becomes a table
 OK = None  # the expected reason of a file that parses

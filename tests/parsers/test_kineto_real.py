@@ -11,7 +11,7 @@ import pytest
 from support.frames import gpu_count, kinds, span
 from support.testdata import SHARED_DATA, shared_path
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
-from tracehouse.pipeline.schema import COLLECTIVES, EVENTS, PROCESS_GROUPS, STEPS, THREADS
+from tracehouse.pipeline.warehouse.schema import COLLECTIVES, EVENTS, PROCESS_GROUPS, STEPS, THREADS
 
 ALL_TRACES = sorted(p.relative_to(SHARED_DATA).as_posix() for p in SHARED_DATA.glob("traces/*/*.json.gz"))
 

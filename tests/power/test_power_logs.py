@@ -13,7 +13,7 @@ from tracehouse.collectors.power.nvml import format_row
 from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.common.power_log import NVML_HEADER, NVML_IDENTITY_HEADER, format_log_header
 from tracehouse.pipeline.parsers.power.parse import parse_power_log
-from tracehouse.pipeline.schema import POWER_SAMPLES
+from tracehouse.pipeline.warehouse.schema import POWER_SAMPLES
 
 DMON_HEAD = format_log_header(source="dcgmi", host="node7", interval_ms=100, clock="host-realtime-at-read")
 # DCGM 4.6 layout (../shared/data/power/dcgm/dmon_header_layout_dcgm46.txt), trailing spaces kept.

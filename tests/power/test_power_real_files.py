@@ -9,7 +9,7 @@ import pytest
 from support.testdata import shared_path
 from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.parsers.power.parse import parse_power_log
-from tracehouse.pipeline.schema import POWER_SAMPLES
+from tracehouse.pipeline.warehouse.schema import POWER_SAMPLES
 
 NS = 1_000_000_000
 QUERY_GPU = "power/nvidia-smi/linux-x86_64__nvidia-{}__load__query-gpu.csv"

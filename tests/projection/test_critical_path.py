@@ -25,7 +25,7 @@ from tracehouse.pipeline.projection.critical import (
 )
 from tracehouse.pipeline.projection.critical_rows import built_run, run_paths
 from tracehouse.pipeline.projection.timeline import load_run
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 
 def _paths_into(node, measured, edges):

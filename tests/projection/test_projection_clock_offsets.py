@@ -13,7 +13,7 @@ from tracehouse.pipeline.projection.context import Instances
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder
 from tracehouse.pipeline.projection.project import identity_check
 from tracehouse.pipeline.projection.timeline import load_run
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 US = 1000
 SKEW = 50 * US  # host B's clock runs 50 µs ahead of host A's

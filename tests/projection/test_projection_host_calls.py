@@ -13,7 +13,7 @@ from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.graph import Cost
 from tracehouse.pipeline.projection.timeline import RunTimeline, load_run
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 US = 1000  # ns per µs
 QUEUE = 3  # launches the hand-made device queues before a launch blocks

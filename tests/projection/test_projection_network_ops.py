@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracehouse.pipeline.projection.network import Link, NetworkModel, calibrated_network
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 
 def test_send_and_recv_take_the_send_recv_curve_not_all_reduce() -> None:

@@ -17,7 +17,7 @@ from tracehouse.pipeline.common.manifest import PowerCapture
 from tracehouse.pipeline.projection.project import node_size, project_study
 from tracehouse.pipeline.projection.results import Projections
 from tracehouse.pipeline.projection.scenario import Scenario
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 
 def test_the_collector_records_the_nodes_cpus_beside_the_devices_it_used(tmp_path: Path) -> None:

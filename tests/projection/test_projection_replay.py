@@ -11,7 +11,7 @@ from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.graph import Cost
 from tracehouse.pipeline.projection.project import identity_check
 from tracehouse.pipeline.projection.timeline import load_run
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 MEDIAN_ERROR = 0.02
 MAX_ERROR = 0.05

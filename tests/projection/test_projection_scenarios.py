@@ -18,7 +18,7 @@ from tracehouse.pipeline.projection.graph import Cost
 from tracehouse.pipeline.projection.network import Link, NetworkModel, calibrated_network
 from tracehouse.pipeline.projection.scenario import Scenario, edge_weights, layout_for
 from tracehouse.pipeline.projection.timeline import RunTimeline, load_run
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 RUNS = ["ddp-ws2", "fsdp-ws2", "tp-ws2", "pp-ws2", "fsdp_tp-ws4-tp2"]
 SETTINGS = settings(

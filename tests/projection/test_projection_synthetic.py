@@ -16,7 +16,7 @@ from tracehouse.pipeline.projection.build import build_run_graph
 from tracehouse.pipeline.projection.project import identity_check
 from tracehouse.pipeline.projection.synthetic import DDP_FIRST_BUCKET_BYTES, one_device_collectives
 from tracehouse.pipeline.projection.timeline import load_run
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 STUDY = "tiny-cpu-gloo"
 

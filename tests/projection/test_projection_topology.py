@@ -19,7 +19,7 @@ from tracehouse.pipeline.projection.network import (
     place_group,
 )
 from tracehouse.pipeline.projection.scenario import Layout, group_placement, group_ranks
-from tracehouse.pipeline.reading import open_reader
+from tracehouse.pipeline.warehouse.reading import open_reader
 
 TWO_BY_EIGHT = packed_hosts(16, 8)
 NVLINK, IB = Link(busbw_gbps=400.0, latency_us=2.0), Link(busbw_gbps=40.0, latency_us=10.0)

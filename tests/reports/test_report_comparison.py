@@ -8,7 +8,7 @@ import pytest
 from support import pagecheck
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.compare import diff_runs
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.warehouse.database import open_for_query
 from tracehouse.reports.charts.comparison import comparison_rows, comparison_sentence
 
 

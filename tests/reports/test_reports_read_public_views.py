@@ -34,7 +34,7 @@ import pytest
 from support.testdata import PUBLIC_BY_DESIGN
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.errors import WarehouseError
-from tracehouse.pipeline.view_docs import load_contracts
+from tracehouse.pipeline.warehouse.view_docs import load_contracts
 from tracehouse.reports.build import build_page
 from tracehouse.reports.provenance import provenance_tables
 from tracehouse.reports.source import (

@@ -1,6 +1,6 @@
 """Test helper: an in-memory DuckDB holding the raw relations, built from small hand-made rows.
 
-The raw tables get exactly the columns of `tracehouse.pipeline.schema` plus the run keys, so
+The raw tables get exactly the columns of `tracehouse.pipeline.warehouse.schema` plus the run keys, so
 the SQL under `sql/seeds/`, `sql/views/` and `sql/materialized/` runs against them unchanged;
 `create_views` runs those files with the warehouse's runner (in the order their headers
 declare, seeds filled) and `refresh` reruns the materialized tables after the raw rows changed.
@@ -13,8 +13,14 @@ from typing import Any
 
 import duckdb
 import polars as pl
-from tracehouse.pipeline import schema
-from tracehouse.pipeline.sql_runner import FILLED, RAW_LAYER, SqlFile, create_relations, load_sql_files
+from tracehouse.pipeline.warehouse import schema
+from tracehouse.pipeline.warehouse.sql_runner import (
+    FILLED,
+    RAW_LAYER,
+    SqlFile,
+    create_relations,
+    load_sql_files,
+)
 
 US = 1000  # ns per µs: hand-made tests write times in µs for readability
 

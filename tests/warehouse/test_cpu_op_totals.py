@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support.testdata import SAMPLE_TRACES, shared_path
 from tracehouse.pipeline.ingest.driver import ingest
-from tracehouse.pipeline.reading import query
+from tracehouse.pipeline.warehouse.reading import query
 
 
 def test_cpu_op_totals_count_the_cpu_runs_ops_only(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from support.testdata import PUBLIC_BY_DESIGN
-from tracehouse.pipeline.view_docs import load_contracts
+from tracehouse.pipeline.warehouse.view_docs import load_contracts
 
 # DESIGN.md's public views that exist yet, plus every relation with a contract.
 CONTRACTED = {c.relation for c in load_contracts()}

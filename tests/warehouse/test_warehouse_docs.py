@@ -7,8 +7,8 @@ import re
 from support.warehouse_doc import DOC, INPUT_TABLES, render
 from support.wh_helpers import write_trace
 from tracehouse.pipeline.ingest.driver import ingest
-from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
-from tracehouse.pipeline.warehouse import open_for_query
+from tracehouse.pipeline.warehouse.database import open_for_query
+from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, load_sql_files
 
 
 def documented() -> dict[str, dict[str, tuple[str, str]]]:

@@ -16,7 +16,7 @@ from tracehouse.pipeline.common.manifest import PowerCapture, RunManifest
 from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.pipeline.ingest.tasks import hash_file, load_trace
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
-from tracehouse.pipeline.warehouse import connect
+from tracehouse.pipeline.warehouse.database import connect
 
 
 def two_ranks(folder: Path) -> list[Path]:

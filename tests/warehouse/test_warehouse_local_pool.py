@@ -27,7 +27,7 @@ from tracehouse.pipeline.ingest.engine import (
 )
 from tracehouse.pipeline.ingest.runner import POOL_UNUSABLE, WORKER_DIED, run_tasks
 from tracehouse.pipeline.ingest.tasks import load_trace
-from tracehouse.pipeline.warehouse import create_warehouse
+from tracehouse.pipeline.warehouse.database import create_warehouse
 
 GB = 1 << 30
 

@@ -14,8 +14,8 @@ from support.wh_helpers import write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.parsers.nccl_tests.parse import parse_nccl_tests
 from tracehouse.pipeline.parsers.nccl_tests.result import POINT_COLUMNS
-from tracehouse.pipeline.sql_runner import load_sql_files
-from tracehouse.pipeline.warehouse import connect
+from tracehouse.pipeline.warehouse.database import connect
+from tracehouse.pipeline.warehouse.sql_runner import load_sql_files
 
 FAILURE = "xxrjun-h100-2node-failure.txt"
 KEYS = ("content_hash", "study", "path", "source")

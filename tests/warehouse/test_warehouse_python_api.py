@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 import tracehouse
 from support.testdata import SAMPLE_TRACES
-from tracehouse.pipeline.view_docs import column_meaning, load_contracts, meaning
+from tracehouse.pipeline.warehouse.view_docs import column_meaning, load_contracts, meaning
 
 pytestmark = pytest.mark.slow  # the session's sample warehouse (an ingest of 22 traces)
 

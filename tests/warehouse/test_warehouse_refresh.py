@@ -8,14 +8,14 @@ from pathlib import Path
 
 from support.testdata import sample_runs, shared_path
 from tracehouse import ingest
-from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
-from tracehouse.pipeline.warehouse import (
+from tracehouse.pipeline.warehouse.database import (
     connect,
     create_views,
     create_warehouse,
     open_for_query,
     refresh_materialized,
 )
+from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, load_sql_files
 
 
 def _kind(connection, name: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.testdata import REPO
 from tracehouse.pipeline.cli.main import main
-from tracehouse.pipeline.view_docs import load_contracts
+from tracehouse.pipeline.warehouse.view_docs import load_contracts
 
 # What an adversarial query would try ({wh}: the warehouse, {part}: a partition, {out}: a scratch dir).
 HOSTILE = [
@@ -135,7 +135,7 @@ def test_reading_other_files_is_an_explicit_choice(sample_warehouse, tmp_path, c
 
 def test_the_sandbox_holds_without_the_statement_filter(hostile_setup):
     """The controls are DuckDB's own: on a sealed connection, with no filter in front, nothing is written."""
-    from tracehouse.pipeline.reading import open_sealed
+    from tracehouse.pipeline.warehouse.reading import open_sealed
 
     wh, out, part = hostile_setup
     home = Path.home() / ".duckdb"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from tracehouse.pipeline.cli.main import main
-from tracehouse.pipeline.warehouse import connect
+from tracehouse.pipeline.warehouse.database import connect
 
 
 def independent_facts(path) -> tuple[int | None, int]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from support.wh_helpers import CONTENT_TABLES, write_trace
-from tracehouse.pipeline import schema
 from tracehouse.pipeline.common.manifest import RunManifest
-from tracehouse.pipeline.partitions import PARQUET_TABLES
-from tracehouse.pipeline.warehouse import connect, create_warehouse, open_for_query
+from tracehouse.pipeline.warehouse import schema
+from tracehouse.pipeline.warehouse.database import connect, create_warehouse, open_for_query
+from tracehouse.pipeline.warehouse.partitions import PARQUET_TABLES
 
 VIEW_OF_FOLDER = {"collectives": "collectives_raw", "power_samples": "power_samples_raw"}
 

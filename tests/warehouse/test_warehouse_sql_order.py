@@ -16,8 +16,9 @@ import duckdb
 import pytest
 from support.wh_helpers import CONTENT_TABLES
 from tracehouse.pipeline.common.errors import WarehouseError
-from tracehouse.pipeline.partitions import write_empty_partitions
-from tracehouse.pipeline.sql_runner import (
+from tracehouse.pipeline.warehouse.database import connect, create_views, create_warehouse
+from tracehouse.pipeline.warehouse.partitions import write_empty_partitions
+from tracehouse.pipeline.warehouse.sql_runner import (
     SEEDS,
     SqlFile,
     create_relations,
@@ -25,7 +26,6 @@ from tracehouse.pipeline.sql_runner import (
     load_sql_files,
     sql_file,
 )
-from tracehouse.pipeline.warehouse import connect, create_views, create_warehouse
 
 FILES = load_sql_files()
 BY_NAME = {f.name: f for f in FILES}

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 from support.tracebuilder import _x, cpu_op, kernel, runtime, step, write_trace
 from tracehouse.pipeline.cli.main import main
-from tracehouse.pipeline.warehouse import connect
+from tracehouse.pipeline.warehouse.database import connect
 
 BASE = 1_700_000_000 * 10**9
 

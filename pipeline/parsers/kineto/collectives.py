@@ -51,7 +51,7 @@ from tracehouse.pipeline.parsers.kineto.limits import INT64_MAX, INT64_MIN
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
 from tracehouse.pipeline.parsers.kineto.names import is_comm_kernel
 from tracehouse.pipeline.parsers.kineto.spans import holders
-from tracehouse.pipeline.schema import COLLECTIVES
+from tracehouse.pipeline.warehouse.schema import COLLECTIVES
 
 HOST_KINDS = ("cpu_op", "user_annotation", "other", "python_function")
 NO_LAUNCH = -(2**62)  # the place of a kernel with no runtime call: before everything

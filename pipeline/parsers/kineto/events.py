@@ -20,7 +20,7 @@ from tracehouse.pipeline.parsers.kineto.limits import (
 )
 from tracehouse.pipeline.parsers.kineto.opargs import OP_ARGS, decoded_op_args
 from tracehouse.pipeline.parsers.kineto.timestamps import float_to_ns
-from tracehouse.pipeline.schema import EVENTS, THREADS
+from tracehouse.pipeline.warehouse.schema import EVENTS, THREADS
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 RUNTIME_KIND = "runtime"

@@ -28,7 +28,7 @@ from tracehouse.pipeline.parsers.kineto.labels import label_columns
 from tracehouse.pipeline.parsers.kineto.limits import int64_product
 from tracehouse.pipeline.parsers.kineto.meta import TopLevel
 from tracehouse.pipeline.parsers.kineto.spans import enclosing
-from tracehouse.pipeline.schema import COLLECTIVES
+from tracehouse.pipeline.warehouse.schema import COLLECTIVES
 
 _KEY = ["key_op", "key_bytes", "k"]
 # What a span falls back on from its enclosing `c10d::*` op (input_* as collectives.DERIVED reads them).

@@ -20,7 +20,7 @@ from tracehouse.pipeline.parsers.kineto.events import _texts
 from tracehouse.pipeline.parsers.kineto.limits import INT32_MAX, INT32_MIN
 from tracehouse.pipeline.parsers.kineto.opargs import int_texts, utf8_texts
 from tracehouse.pipeline.parsers.kineto.timestamps import text_to_ns
-from tracehouse.pipeline.schema import MEMORY_EVENTS
+from tracehouse.pipeline.warehouse.schema import MEMORY_EVENTS
 
 MEMORY_NAME = "[memory]"
 # MEMORY_EVENTS column -> the args key, as Kineto writes it

@@ -11,7 +11,7 @@ import polars as pl
 from tracehouse.pipeline.common.errors import TraceFormatError
 from tracehouse.pipeline.parsers.kineto.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, in_range
 from tracehouse.pipeline.parsers.kineto.parsed import TraceMeta
-from tracehouse.pipeline.schema import PROCESS_GROUPS
+from tracehouse.pipeline.warehouse.schema import PROCESS_GROUPS
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ import re
 import polars as pl
 from tracehouse.pipeline.common.comm_vocabulary import is_comm_kernel, is_host_comm_op, is_label
 from tracehouse.pipeline.parsers.kineto.events import INT64_MAX
-from tracehouse.pipeline.schema import KIND_BY_CATEGORY, OTHER_KIND
+from tracehouse.pipeline.warehouse.schema import KIND_BY_CATEGORY, OTHER_KIND
 
 _STEP = re.compile(r"ProfilerStep#([0-9]+)\Z")
 _KINDS = {cat.lower(): kind for cat, kind in KIND_BY_CATEGORY.items()}

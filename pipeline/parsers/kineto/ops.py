@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from tracehouse.pipeline.ops import calltree as tree
 from tracehouse.pipeline.parsers.kineto.events import GPU_KINDS, RUNTIME_KIND
-from tracehouse.pipeline.schema import OP_LAUNCHES, OPS
+from tracehouse.pipeline.warehouse.schema import OP_LAUNCHES, OPS
 
 HOST_KINDS = ("cpu_op", "python_function", "user_annotation")
 CPU_OP = "cpu_op"

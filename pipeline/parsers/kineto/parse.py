@@ -64,7 +64,7 @@ from tracehouse.pipeline.parsers.kineto.meta import TopLevel, process_groups_fra
 from tracehouse.pipeline.parsers.kineto.ops import host_tree, launches_frame, ops_frame
 from tracehouse.pipeline.parsers.kineto.parsed import ParsedTrace
 from tracehouse.pipeline.parsers.kineto.steps import steps_frame
-from tracehouse.pipeline.schema import EVENTS, MEMORY_EVENTS, empty_frame
+from tracehouse.pipeline.warehouse.schema import EVENTS, MEMORY_EVENTS, empty_frame
 
 # Set to 0 in the environment to turn the C scanner off (the msgspec path reads every file).
 SCANNER_VARIABLE = "TRACEHOUSE_SCANNER"

@@ -28,7 +28,7 @@ class TraceMeta:
 
 @dataclass(frozen=True, kw_only=True)
 class ParsedTrace:
-    """One rank trace as tables whose columns are declared in `tracehouse.pipeline.schema`."""
+    """One rank trace as tables whose columns are declared in `tracehouse.pipeline.warehouse.schema`."""
 
     meta: TraceMeta
     events: pl.DataFrame

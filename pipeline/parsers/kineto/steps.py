@@ -9,7 +9,7 @@ A step number that appears twice on that thread keeps its earliest event.
 from __future__ import annotations
 
 import polars as pl
-from tracehouse.pipeline.schema import STEPS
+from tracehouse.pipeline.warehouse.schema import STEPS
 
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "cuda_sync")
 

@@ -9,7 +9,7 @@ import polars as pl
 from tracehouse.pipeline.common.errors import PowerLogError
 from tracehouse.pipeline.common.gpu_identity import VISIBLE_FACT, PhysicalGpu, cuda_ordinals
 from tracehouse.pipeline.common.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, POWER_RANGES
-from tracehouse.pipeline.schema import POWER_SAMPLES
+from tracehouse.pipeline.warehouse.schema import POWER_SAMPLES
 
 # DCGM marks a missing value with numbers at the top of the type's range (dcgm_structs.h):
 # DCGM_INT64_BLANK = 0x7ffffffffffffff0 (and BLANK+1.. NOT_FOUND, NOT_SUPPORTED, ...),

@@ -8,7 +8,7 @@ tools; the views read with hive_partitioning off):
     DIR/parquet/power_samples/study=S/run_id=R/<hash>.parquet     one file per power log
 
 Ingest's workers write partitions and never open DuckDB, so this module does not import it (a
-worker process starts 0.06 s sooner without; `warehouse` holds the DuckDB side).
+worker process starts 0.06 s sooner without; `database` holds the DuckDB side).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 import polars as pl
-from tracehouse.pipeline import schema
+from tracehouse.pipeline.warehouse import schema
 
 PARQUET_DIR = "parquet"
 EMPTY_NAME = "_empty.parquet"

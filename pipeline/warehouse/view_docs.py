@@ -1,6 +1,6 @@
 """The public views' contracts (`sql/views/**/<name>.contract.toml`) and what is made from them.
 
-Made from them: `docs/views.md` (run `python -m tracehouse.pipeline.view_docs` to regenerate it;
+Made from them: `docs/views.md` (run `python -m tracehouse.pipeline.warehouse.view_docs` to regenerate it;
 a test fails when it drifts), the DuckDB comments on every public view and its columns (so any
 DuckDB client shows them), and `wh.views()`.
 """
@@ -18,8 +18,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-VIEWS_DIR = Path(__file__).resolve().parents[1] / "sql" / "views"
-DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "views.md"
+VIEWS_DIR = Path(__file__).resolve().parents[2] / "sql" / "views"
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "views.md"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,11 +97,12 @@ def render(contracts: list[Contract]) -> str:
     lines = [
         "# Public views",
         "",
-        "Generated from `sql/views/**/*.contract.toml` by `python -m tracehouse.pipeline.view_docs`;",
-        "do not edit by hand. Every rule behind these numbers is in METHODOLOGY.md and",
-        "`docs/methodology-decisions.md`. Durations are µs (DOUBLE), instants ns since the epoch.",
-        "The first sentence of each description is the view's DuckDB comment (and its `meaning` in",
-        "`wh.views()`); each column's meaning and unit are its column comment.",
+        "Generated from `sql/views/**/*.contract.toml` by",
+        "`python -m tracehouse.pipeline.warehouse.view_docs`; do not edit by hand. Every rule behind",
+        "these numbers is in METHODOLOGY.md and `docs/methodology-decisions.md`. Durations are µs",
+        "(DOUBLE), instants ns since the epoch. The first sentence of each description is the view's",
+        "DuckDB comment (and its `meaning` in `wh.views()`); each column's meaning and unit are its",
+        "column comment.",
         "",
     ]
     for c in contracts:

@@ -27,7 +27,7 @@ from tracehouse.pipeline.common.comm_vocabulary import seed_rows as comm_vocabul
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.common.hardware import seed_rows as device_peak_rows
 from tracehouse.pipeline.ops.version import formulas_version
-from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
+from tracehouse.pipeline.warehouse.view_docs import comment_statements, contracts_by_relation
 
 SQL_PACKAGE = "tracehouse.sql"
 RAW_LAYER = "raw"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.partitions import PARQUET_DIR, write_empty_partitions
-from tracehouse.pipeline.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
-from tracehouse.pipeline.sql_runner import (
+from tracehouse.pipeline.warehouse.partitions import PARQUET_DIR, write_empty_partitions
+from tracehouse.pipeline.warehouse.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
+from tracehouse.pipeline.warehouse.sql_runner import (
     FILLED,
     FILLED_VERSIONS,
     RAW_LAYER,
@@ -30,7 +30,7 @@ from tracehouse.pipeline.sql_runner import (
     fill_seed,
     load_sql_files,
 )
-from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
+from tracehouse.pipeline.warehouse.view_docs import comment_statements, contracts_by_relation
 
 DB_NAME = "tracehouse.duckdb"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.

@@ -22,9 +22,9 @@ from contextlib import contextmanager
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.partitions import EMPTY_NAME, duckdb_file
-from tracehouse.pipeline.sql_runner import RAW_LAYER, SqlFile, dependency_order
-from tracehouse.pipeline.view_docs import comment_statements, contracts_by_relation
+from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, duckdb_file
+from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, SqlFile, dependency_order
+from tracehouse.pipeline.warehouse.view_docs import comment_statements, contracts_by_relation
 
 RunKey = tuple[str, str]  # study, run_id
 RUNS = "refresh_runs"  # the TEMP table of the runs being recomputed

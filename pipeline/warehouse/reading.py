@@ -1,8 +1,8 @@
 """Reading a warehouse: read-only SQL (`tracehouse query`) and the handle `tracehouse.open` returns.
 
 Every read goes through a connection that never writes the warehouse (stale views are built in
-memory, see `warehouse.open_for_query`), with DuckDB's `file_search_path` set to the warehouse
-folder (`warehouse.connect`), so the raw Parquet views resolve from any working directory.
+memory, see `database.open_for_query`), with DuckDB's `file_search_path` set to the warehouse
+folder (`database.connect`), so the raw Parquet views resolve from any working directory.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.display import html_table, offline, whole
-from tracehouse.pipeline.sandbox import seal, sealed
-from tracehouse.pipeline.warehouse import closed_on_error, open_for_query
+from tracehouse.pipeline.warehouse.database import closed_on_error, open_for_query
+from tracehouse.pipeline.warehouse.sandbox import seal, sealed
 
 if TYPE_CHECKING:  # altair takes seconds to import: only chart and report calls pay for it
     import altair as alt
@@ -132,7 +132,7 @@ class Warehouse:
         """The public views, one row each: name, meaning (also its DuckDB comment), grain and columns
         (a Polars frame that displays every row)."""
         import polars as pl
-        from tracehouse.pipeline.view_docs import contracts_by_relation, meaning
+        from tracehouse.pipeline.warehouse.view_docs import contracts_by_relation, meaning
 
         rows = [
             {

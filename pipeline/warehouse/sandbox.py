@@ -28,8 +28,8 @@ from typing import TypeVar
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.partitions import EMPTY_NAME, PARQUET_DIR
-from tracehouse.pipeline.sql_runner import RAW_LAYER, load_sql_files
+from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, PARQUET_DIR
+from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, load_sql_files
 
 T = TypeVar("T")
 _PARQUET_SCAN = re.compile(r"read_parquet\('(?P<folder>parquet/[a-z_]+)/\*\*/\*\.parquet'[^)]*\)")
