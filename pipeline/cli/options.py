@@ -76,7 +76,12 @@ class Deprecated(argparse.Action):
 
 def add_ingest_options(parser: argparse.ArgumentParser) -> None:
     """The paths and options that choose what to ingest and how (shared by `ingest` and `analyze`)."""
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="trace files or directories, local or in object storage (s3://bucket/prefix/, gs://, az://)",
+    )
     parser.add_argument("--study", help="study of traces without a manifest.json (default: 'default')")
     parser.add_argument(
         "--run",

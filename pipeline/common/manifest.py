@@ -168,7 +168,7 @@ class RunManifest:
         numbers finite and integers within int64 anywhere, no key twice in an object.
         """
         try:
-            with open(path, "rb") as f:
+            with path.open("rb") as f:
                 raw = f.read(MANIFEST_MAX_BYTES + 1)
             if len(raw) > MANIFEST_MAX_BYTES:
                 raise ManifestError(path, f"manifest is larger than {MANIFEST_MAX_BYTES} bytes")

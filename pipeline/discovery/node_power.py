@@ -37,7 +37,7 @@ def reported_files(path: Path) -> list[str]:
     """The `files` of one node report; none when it is missing or unreadable, or a name would leave
     the folder (a name with a separator, `.` or `..`)."""
     try:
-        with open(path, "rb") as handle:
+        with path.open("rb") as handle:
             report = json.loads(handle.read(REPORT_MAX_BYTES))
     except (OSError, ValueError):
         return []

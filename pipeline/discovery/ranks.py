@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tracehouse.pipeline.discovery.locations import StoreUnavailable, location
+
 # How a reason names the ranks a user states: the same text is stored (ingest_errors) and read by
 # command-line and Python users alike, so it names the option of both.
 RANK_OPTION = "--rank (Python: ranks=)"
@@ -29,6 +31,14 @@ def parse_rank_options(values: Iterable[str]) -> dict[str, int]:
     return ranks
 
 
+def _named(key: str) -> Path | None:
+    """The file a `--rank` key names (a local path or a store's URL); None for a store not installed."""
+    try:
+        return location(key)
+    except StoreUnavailable:
+        return None
+
+
 class RankOptions:
     """`--rank FILE=N` entries, matched by path (as given or absolute) or, failing that, by file name."""
 
@@ -42,7 +52,7 @@ class RankOptions:
 
     def rank_of(self, path: Path) -> int | None:
         for key, rank in self.ranks.items():
-            if Path(key).absolute() == path or (key == path.name and len(self.names.get(key, [])) == 1):
+            if _named(key) == path or (key == path.name and len(self.names.get(key, [])) == 1):
                 self.used.add(key)
                 return rank
         return None

@@ -22,7 +22,6 @@ manifest.json beside it, else `--study`, else `default`; it belongs to no run.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from tracehouse.pipeline.common.manifest import MANIFEST_NAME, RunManifest
 from tracehouse.pipeline.discovery.grouping import RunGroup, group_folder
 from tracehouse.pipeline.discovery.header import read_header
 from tracehouse.pipeline.discovery.jobs import Discovery, NcclTestsJob, PowerJob, RunSource, TraceJob
+from tracehouse.pipeline.discovery.locations import StoreUnavailable, files_under, location
 from tracehouse.pipeline.discovery.node_power import late_node_logs
 from tracehouse.pipeline.discovery.ranks import RANK_OPTION, RankOptions
 from tracehouse.pipeline.discovery.sniff import (
@@ -108,27 +108,44 @@ def _candidates(paths: Iterable[str | Path], found: Discovery) -> _Candidates:
     nccl_tests: dict[Path, None] = {}
     candidates = _Candidates()
     for given in paths:
-        path = Path(os.path.abspath(given))  # absolute, without '..' (links stay as given)
-        if path.is_dir():
-            for f in sorted(path.rglob("*")):
-                if f.is_file() and is_trace_name(f):
-                    files.setdefault(f, None)
-                elif f.is_file() and f.name == MANIFEST_NAME:
-                    candidates.manifest_dirs.add(f.parent)
-                elif f.is_file() and is_nccl_tests_output(f):
-                    nccl_tests.setdefault(f, None)
-        elif path.is_file() and is_nccl_tests_output(path):
-            nccl_tests.setdefault(path, None)
-        elif path.is_file():
-            files.setdefault(path, None)
-            candidates.explicit.add(path)
-        elif path.exists():
-            found.errors.append((str(given), "not a regular file"))
-        else:
-            found.errors.append((str(given), "no such file or directory"))
+        try:
+            path = location(given)  # absolute, without '..' (links stay as given); or a store's object
+            _add_candidates(path, files, nccl_tests, candidates, found, given)
+        except StoreUnavailable as exc:
+            found.errors.append((str(given), str(exc)))
+        except OSError as exc:  # a store that refuses the listing (denied, no such bucket)
+            found.errors.append((str(given), f"cannot list: {exc.strerror or exc}"))
     candidates.files = list(files)
     candidates.nccl_tests = list(nccl_tests)
     return candidates
+
+
+def _add_candidates(
+    path: Path,
+    files: dict[Path, None],
+    nccl_tests: dict[Path, None],
+    candidates: _Candidates,
+    found: Discovery,
+    given: str | Path,
+) -> None:
+    """The candidates under one given path: a folder (or store prefix) searched, or a file named."""
+    if path.is_dir():
+        for f in files_under(path):
+            if is_trace_name(f):
+                files.setdefault(f, None)
+            elif f.name == MANIFEST_NAME:
+                candidates.manifest_dirs.add(f.parent)
+            elif is_nccl_tests_output(f):
+                nccl_tests.setdefault(f, None)
+    elif path.is_file() and is_nccl_tests_output(path):
+        nccl_tests.setdefault(path, None)
+    elif path.is_file():
+        files.setdefault(path, None)
+        candidates.explicit.add(path)
+    elif path.exists():
+        found.errors.append((str(given), "not a regular file"))
+    else:
+        found.errors.append((str(given), "no such file or directory"))
 
 
 def _without_other_json(folder: _Folder, candidates: _Candidates, found: Discovery) -> list[Path]:

@@ -37,7 +37,7 @@ def is_profiler_trace_name(path: Path) -> bool:
 def head(path: Path, size: int = SNIFF_BYTES) -> bytes | None:
     """The first `size` bytes of a file, gunzipped if it is gzip; None when unreadable."""
     try:
-        with open(path, "rb") as f:
+        with path.open("rb") as f:
             raw = f.read(size)
             if not raw.startswith(b"\x1f\x8b"):
                 return raw
@@ -67,7 +67,7 @@ def is_nccl_tests_output(path: Path) -> bool:
     if not path.name.lower().endswith(nccl_format.SNIFF_SUFFIXES):
         return False
     try:
-        with open(path, "rb") as f:
+        with path.open("rb") as f:
             data = f.read(nccl_format.SNIFF_BYTES)
     except OSError:
         return False

@@ -65,7 +65,7 @@ def json_size(path: Path) -> int:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
             return 0
-        with open(path, "rb") as f:
+        with path.open("rb") as f:  # a local file or a store's object (`discovery.locations`)
             if info.st_size < 18 or f.read(2) != b"\x1f\x8b":
                 return info.st_size
             f.seek(-4, os.SEEK_END)

@@ -26,6 +26,7 @@ from typing import Any
 
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.discovery.jobs import RunSource, TraceJob
+from tracehouse.pipeline.discovery.locations import scheme_of
 from tracehouse.pipeline.discovery.ranks import rank_claim_reason
 from tracehouse.pipeline.ingest.catalog import (
     catalog_phase,
@@ -73,7 +74,10 @@ def manifest_row(source: RunSource) -> dict[str, Any]:
 
 
 def readable_hash(path: str) -> str | None:
-    """The content hash of a path that is a readable file, else None."""
+    """The content hash of a path that is a readable local file, else None (the driver never reads a
+    whole object of a store: its failure is recorded without a hash)."""
+    if scheme_of(path) is not None:
+        return None
     try:
         return hash_file(Path(path))[1] if Path(path).is_file() else None
     except OSError:

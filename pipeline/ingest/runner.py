@@ -27,7 +27,6 @@ from tracehouse.pipeline.ingest.tasks import (
     in_pool_worker,
     prepare_worker,
     raised_outcome,
-    tracehouse_settings,
 )
 
 Task = tuple[Callable[..., FileOutcome], Any]
@@ -172,7 +171,7 @@ def _new_pool(workers: int, registered: frozenset[str]) -> Any:
         workers,
         mp_context=pool_context(),
         initializer=prepare_worker,
-        initargs=(registered, tracehouse_settings(), os.getpid()),
+        initargs=(registered, dict(os.environ), os.getpid()),
     )
 
 

@@ -29,6 +29,7 @@ from tracehouse.pipeline.common.errors import (
     system_fault,
 )
 from tracehouse.pipeline.discovery.jobs import NcclTestsJob, PowerJob, TraceJob
+from tracehouse.pipeline.discovery.locations import local_copy
 from tracehouse.pipeline.discovery.ranks import RANK_OPTION, RANK_OPTION_FORM
 from tracehouse.pipeline.ingest.lifeline import tie_to
 from tracehouse.pipeline.ingest.parquet import delete_partitions, write_all
@@ -87,7 +88,7 @@ def hash_file(path: Path) -> tuple[int, str]:
     """Size in bytes and sha256 hex digest of a file."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as f:
+    with path.open("rb") as f:  # a local file, or a store's object (a manifest read by the driver)
         while chunk := f.read(HASH_CHUNK):
             digest.update(chunk)
             size += len(chunk)
@@ -114,10 +115,10 @@ def resolve_rank(job: TraceJob, meta: TraceMeta) -> tuple[int, str]:
 def load_trace(job: TraceJob, warehouse_dir: str, registered: frozenset[str]) -> FileOutcome:
     """Task: hash, parse and write one rank trace's partitions (unless already registered)."""
 
-    def parse(size: int, content_hash: str) -> Parsed:
+    def parse(local: Path, size: int, content_hash: str) -> Parsed:
         from tracehouse.pipeline.parsers.kineto.parse import parse_trace
 
-        parsed = parse_trace(job.path)
+        parsed = parse_trace(local)
         rank, source = resolve_rank(job, parsed.meta)
         return Parsed(
             frames={t: getattr(parsed, t) for t in TRACE_TABLES},
@@ -132,10 +133,10 @@ def load_trace(job: TraceJob, warehouse_dir: str, registered: frozenset[str]) ->
 def load_power(job: PowerJob, warehouse_dir: str, registered: frozenset[str]) -> FileOutcome:
     """Task: hash, parse and write one power log's partition (unless already registered)."""
 
-    def parse(size: int, content_hash: str) -> Parsed:
+    def parse(local: Path, size: int, content_hash: str) -> Parsed:
         from tracehouse.pipeline.parsers.power.parse import read_power_log
 
-        log = read_power_log(job.path, host=job.host)
+        log = read_power_log(local, host=job.host)
         frame = log.frame
         return Parsed(
             frames={"power_samples": frame},
@@ -151,10 +152,10 @@ def load_power(job: PowerJob, warehouse_dir: str, registered: frozenset[str]) ->
 def load_nccl_tests(job: NcclTestsJob, warehouse_dir: str, registered: frozenset[str]) -> FileOutcome:
     """Task: hash and parse one nccl-tests output file (its points go to the driver in the outcome)."""
 
-    def parse(size: int, content_hash: str) -> Parsed:
+    def parse(local: Path, size: int, content_hash: str) -> Parsed:
         from tracehouse.pipeline.parsers.nccl_tests.parse import parse_nccl_tests
 
-        result = parse_nccl_tests(job.path)
+        result = parse_nccl_tests(local)
         keys = {
             "content_hash": content_hash,
             "study": job.study,
@@ -186,17 +187,25 @@ def _load(
     path: Path,
     warehouse_dir: str,
     registered: frozenset[str],
-    parse: Callable[[int, str], Parsed],
+    parse: Callable[[Path, int, str], Parsed],
 ) -> FileOutcome:
-    """Hash a file, skip it if registered, else parse it and write its partitions."""
+    """Hash a file, skip it if registered, else parse it and write its partitions.
+
+    A stored object (`s3://...`) is read once, here on the worker, into a scratch file that the
+    hash and the parser read (`local_copy`); the outcome names the object, as the user gave it.
+    """
     state: dict[str, str] = {}
 
     def work() -> FileOutcome:
-        size, content_hash = hash_file(path)
+        with local_copy(path) as local:
+            return read(local)
+
+    def read(local: Path) -> FileOutcome:
+        size, content_hash = hash_file(local)
         state["hash"] = content_hash
         if content_hash in registered:
             return FileOutcome(kind=kind, path=str(path), status="skipped", content_hash=content_hash)
-        parsed = parse(size, content_hash)
+        parsed = parse(local, size, content_hash)
         try:
             files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
         except Exception as exc:
@@ -235,12 +244,22 @@ def _guarded(kind: str, path: Path, work: Callable[[], FileOutcome]) -> FileOutc
     except WarehouseWriteFault as exc:
         return FileOutcome(kind=kind, path=str(path), status="failed", reason=str(exc), warehouse_fault=True)
     except OSError as exc:
-        reason = f"cannot read: {exc.strerror or exc}"
+        reason = f"cannot read: {read_problem(exc)}"
     except Exception as exc:
         if os.environ.get(DEBUG_VARIABLE) == "1":
             raise
         return failed_internally(kind, path, exc)
     return FileOutcome(kind=kind, path=str(path), status="failed", reason=one_line(reason))
+
+
+def read_problem(exc: OSError) -> str:
+    """Why a file or a store's object could not be read, in the system's or the store's words (a
+    store's missing object says only its key: `not found (bucket/key)`)."""
+    if exc.strerror:
+        return exc.strerror
+    if isinstance(exc, FileNotFoundError):
+        return f"not found ({exc})"
+    return str(exc)
 
 
 def raised_outcome(kind: str, path: Path | str, exc: Exception) -> FileOutcome:
@@ -253,27 +272,22 @@ def raised_outcome(kind: str, path: Path | str, exc: Exception) -> FileOutcome:
 # A pool worker's copy of the content hashes registered when the ingest began (`prepare_worker`):
 # sent once per worker process, not with every task.
 _registered: frozenset[str] = frozenset()
-# The environment variables the tasks read (TRACEHOUSE_SCANNER, TRACEHOUSE_DEBUG, ...) start with this.
-SETTINGS_PREFIX = "TRACEHOUSE_"
 
 
-def tracehouse_settings() -> dict[str, str]:
-    """This process's TRACEHOUSE_* environment variables."""
-    return {key: value for key, value in os.environ.items() if key.startswith(SETTINGS_PREFIX)}
+def prepare_worker(hashes: frozenset[str], environment: dict[str, str], driver_pid: int) -> None:
+    """Pool worker initializer: keep the registered content hashes, take the driver's environment, die
+    with it.
 
-
-def prepare_worker(hashes: frozenset[str], settings: dict[str, str], driver_pid: int) -> None:
-    """Pool worker initializer: keep the registered content hashes, take the driver's settings, die with it.
-
-    A worker forks from a server started earlier, perhaps before the driver changed a setting
-    (a notebook, a test), so its TRACEHOUSE_* variables are made the driver's at this ingest.
+    A worker forks from a server started earlier, perhaps before the driver changed its environment
+    (a notebook, a test): the tasks read TRACEHOUSE_* settings and a store's credentials and endpoint
+    (`AWS_*`, ...) from it, so its environment is made the driver's at this ingest.
     """
     global _registered
     tie_to(driver_pid)
     _registered = hashes
-    for key in [key for key in os.environ if key.startswith(SETTINGS_PREFIX) and key not in settings]:
+    for key in [key for key in os.environ if key not in environment]:
         del os.environ[key]
-    os.environ.update(settings)
+    os.environ.update(environment)
 
 
 def guarded_task(

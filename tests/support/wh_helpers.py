@@ -99,13 +99,15 @@ def count(warehouse: Path, relation: str) -> int:
         return c.sql(f"SELECT count(*) FROM {relation}").fetchall()[0][0]
 
 
-def checksums(warehouse: Path) -> dict[str, tuple[int, int | None]]:
-    """Per table: row count and an order-independent checksum over all columns but ingest times."""
+def checksums(warehouse: Path, *, without: tuple[str, ...] = ()) -> dict[str, tuple[int, int | None]]:
+    """Per table: row count and an order-independent checksum over all columns but ingest times
+    (and the columns named in `without`)."""
     out = {}
+    skipped = ("ingested_at", "at", *without)
     with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as c:
         c.execute("SET file_search_path = ?", [str(warehouse)])
         for table in CONTENT_TABLES:
-            names = [r[0] for r in c.sql(f"DESCRIBE {table}").fetchall() if r[0] not in ("ingested_at", "at")]
+            names = [r[0] for r in c.sql(f"DESCRIBE {table}").fetchall() if r[0] not in skipped]
             cols = ", ".join(f'"{n}"' for n in names)
             row = c.sql(f"SELECT count(*), sum(hash(x)) FROM (SELECT {cols} FROM {table}) x").fetchall()[0]
             out[table] = (row[0], None if row[1] is None else int(row[1]))
