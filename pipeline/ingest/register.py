@@ -123,6 +123,7 @@ class Batch:
         self.open = OpenTasks(traces)
         self.claims: dict[Run, dict[int, list[FileOutcome]]] = {}  # unsettled rank claims
         self.seen: set[str] = set()  # content hashes this ingest registered or claimed a rank with
+        self.changed_runs: set[tuple[Any, Any]] = set()  # runs a file was registered into
         self.pending_runs: dict[Run, dict[str, Any]] = {}  # new runs' rows, registered with their first file
         self.damaged: set[str] = set()  # registered files whose partitions are damaged: parsed again
         self.repaired: set[str] = set()  # of those, the ones this ingest wrote again
@@ -253,6 +254,9 @@ class Batch:
         )
         self.pending_runs.pop(run, None)
         self.seen.add(outcome.content_hash or "")
+        if run[1] is not None:  # a run's file (an nccl-tests file belongs to a study only)
+            self.changed_runs.add(run)
+            self.summary.runs_refreshed = len(self.changed_runs)
 
     def _report_loaded(self, outcome: FileOutcome) -> None:
         if outcome.content_hash in self.repaired:
@@ -314,9 +318,10 @@ class Registrar:
         """In one last phase (waiting for readers): register the queue, settle every claim, run finalize."""
         with catalog_phase(self.warehouse_dir, wait_s=BUSY_WAIT_S) as connection:
             self._drain(connection)
-            with self.batch.phase(connection):
+            with self.batch.phase(connection), self._cpu("register"):
                 self.batch.finish()
-            finalize(connection)
+            with self._cpu("refresh"):
+                finalize(connection)
 
     def abort(self) -> None:
         """Unregister the files whose rank claim is unsettled (unless the catalog stays busy, as a kill)."""
@@ -327,7 +332,16 @@ class Registrar:
 
     def _drain(self, connection: Any) -> None:
         queue, self.queue = self.queue, []
-        with self.batch.phase(connection):
+        with self.batch.phase(connection), self._cpu("register"):
             for outcome in queue:
                 self.batch.accept(outcome)
         self.last = time.monotonic()
+
+    @contextmanager
+    def _cpu(self, phase: str) -> Iterator[None]:
+        """Add the process's CPU seconds spent in the block to the summary's `driver_cpu_s[phase]`."""
+        started = time.process_time()
+        try:
+            yield
+        finally:
+            self.batch.summary.driver_cpu_s[phase] += time.process_time() - started

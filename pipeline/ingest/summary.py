@@ -33,6 +33,10 @@ class IngestSummary:
     repaired: list[str] = field(
         default_factory=list
     )  # registered files whose damaged partitions were re-written
+    # The driver's CPU seconds (every thread of its process, DuckDB's included) spent registering
+    # the tasks' outcomes and refreshing the materialized tables: what a cluster cannot spread.
+    driver_cpu_s: dict[str, float] = field(default_factory=lambda: {"register": 0.0, "refresh": 0.0})
+    runs_refreshed: int = 0  # runs whose materialized rows this ingest recomputed (files loaded into them)
 
     @property
     def exit_code(self) -> int:
@@ -56,6 +60,8 @@ class IngestSummary:
             "seconds": round(self.seconds, 3),
             "runs": list(self.runs),
             "repaired": list(self.repaired),
+            "driver_cpu_s": {phase: round(cpu, 4) for phase, cpu in self.driver_cpu_s.items()},
+            "runs_refreshed": self.runs_refreshed,
         }
 
     def notice_lines(self, prefix: str) -> list[str]:
