@@ -16,6 +16,8 @@ fresh process: interpreter, imports, parse, register, views, materialized tables
 `TraceAnalysis` load (imports excluded) on the same `--ranks` copies of `--source`
 (benchmarks/replicate.py: ranks patched, clocks shifted, `--copies K` timelines per rank; `--ranks 1`:
 the source as it is);
+`--each` does it for every shared trace of at least 20k complete events, one row per trace with
+the ingest's phases (from its `--json` summary), then the worst and median ratios;
 `--incremental` times the ingest of `--ranks` such copies as a new run into a warehouse already
 holding `--base-ranks` of them against the same ingest into an empty warehouse;
 `--pool-startup` measures what the local process pool costs to start (engine.POOL_STARTUP_S);
@@ -26,6 +28,7 @@ what a cluster cannot spread, the driver's CPU per file registered and per run r
 the ingest's `--json` summary, `driver_cpu_s`) against the scheduler's and workers' CPU.
 
     .venv/bin/python benchmarks/ingest.py --end-to-end [--source TRACE] [--ranks 8] [--copies 1] [--repeat 3]
+    .venv/bin/python benchmarks/ingest.py --end-to-end --each [--ranks 8] [--repeat 3]
     .venv/bin/python benchmarks/ingest.py --incremental [--base-ranks 64] [--ranks 8] [--repeat 3]
     .venv/bin/python benchmarks/ingest.py --pool-startup [--repeat 3]
     .venv/bin/python benchmarks/ingest.py --cluster [--source TRACE] [--ranks 16] [--repeat 3]
@@ -290,6 +293,79 @@ def end_to_end(source: Path, ranks: int, repeat: int, copies: int = 1) -> None:
         f"ratio HTA load / tracehouse command: {theirs_s / ours_s:.2f}x "
         f"({ranks * replicator.n_events / ours_s:,.0f} events/s end to end)"
     )
+
+
+def ingest_json(folder: Path, warehouse: Path) -> dict:
+    """One `tracehouse ingest --json` process: its wall seconds and its summary (phases, driver CPU)."""
+    args = [str(TRACEHOUSE), "ingest", str(folder), "--warehouse", str(warehouse), "--study", "bench"]
+    started = time.perf_counter()
+    done = subprocess.run([*args, "--run", "r", "--json"], check=True, capture_output=True, text=True)
+    return {"wall": time.perf_counter() - started, "summary": json.loads(done.stdout)}
+
+
+# --each: the shared traces with at least this many complete events are replicated and timed.
+EACH_MIN_EVENTS = 20_000
+# The phases of the `tracehouse ingest` process --each prints: `process` is the interpreter, the
+# imports and the exit (its wall seconds less the summary's); the rest are the summary's `phase_s`.
+EACH_PHASES = ("process", "discover", "catalog", "tasks", "register", "refresh")
+
+
+def _each_row(source: Path, ranks: int, repeat: int) -> dict | None:
+    """One shared trace replicated to `ranks` ranks: the best of `repeat` ingests and HTA loads."""
+    try:
+        replicator = Replicator(source)
+    except Exception as exc:  # a trace the replicator cannot rewrite is named, not timed
+        print(f"{source.parent.name}/{source.name}: cannot replicate ({type(exc).__name__}: {exc})")
+        return None
+    if replicator.n_events < EACH_MIN_EVENTS:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "traces"
+        paths = replicator.run(folder, ranks=ranks)
+        mb = sum(uncompressed_mb(p) for p in paths)
+        ours, theirs = [], []
+        for i in range(repeat):
+            ours.append(ingest_json(folder, Path(tmp) / f"wh{i}"))
+            hta = _child_once(_HTA_ALL_CORES, str(folder))
+            theirs.append(hta["seconds"] if hta.get("ranks") == ranks else float("nan"))
+    best = min(ours, key=lambda r: r["wall"])
+    phases = {"process": best["wall"] - best["summary"]["seconds"], **best["summary"]["phase_s"]}
+    return {
+        "trace": f"{source.parent.name}/{source.name.split('.json')[0]}",
+        "events": ranks * replicator.n_events,
+        "mb": mb,
+        "ours": best["wall"],
+        "hta": min(theirs),
+        "phases": phases,
+    }
+
+
+def each(ranks: int, repeat: int) -> None:
+    """--each: every shared trace of at least EACH_MIN_EVENTS complete events, as `ranks` ranks: the
+    whole `tracehouse ingest` process against HTA's load (imports excluded), with the ingest's phases."""
+    print(
+        f"{_load_line()}; every trace of {SHARED} with >= {EACH_MIN_EVENTS:,} complete events, replicated "
+        f"to {ranks} ranks; best of {repeat}; phases in s: {', '.join(EACH_PHASES)} "
+        "(register runs inside tasks)"
+    )
+    print(
+        f"{'trace':<44} {'events':>10} {'MB':>6} {'ours s':>7} {'HTA s':>7} {'ratio':>6} "
+        f"{'events/s':>10} {'MB/s':>6}  phases"
+    )
+    rows = [r for source in sorted(SHARED.rglob("*.json.gz")) if (r := _each_row(source, ranks, repeat))]
+    for r in rows:
+        phases = " ".join(f"{r['phases'][name]:.2f}" for name in EACH_PHASES)
+        print(
+            f"{r['trace']:<44} {r['events']:>10,} {r['mb']:>6.0f} {r['ours']:>7.2f} {r['hta']:>7.2f} "
+            f"{r['hta'] / r['ours']:>5.1f}x {r['events'] / r['ours']:>10,.0f} {r['mb'] / r['ours']:>6.0f}  "
+            + phases
+        )
+    ratios = sorted(r["hta"] / r["ours"] for r in rows if r["hta"] == r["hta"])
+    if ratios:
+        print(
+            f"{len(ratios)} traces: worst {ratios[0]:.1f}x (target >= 8x), "
+            f"median {statistics.median(ratios):.1f}x (target >= 12x)"
+        )
 
 
 def incremental(source: Path, base_ranks: int, ranks: int, repeat: int) -> None:
@@ -585,6 +661,9 @@ def main() -> None:
     parser.add_argument("--big-path", type=Path, default=Path("/tmp/tracehouse_big_trace.json"))
     parser.add_argument("--repeat", type=int, default=5, help="runs per parser and trace; the fastest counts")
     parser.add_argument("--end-to-end", action="store_true", help="the ingest command vs HTA's load")
+    parser.add_argument(
+        "--each", action="store_true", help="with --end-to-end: every shared trace of >= 20k events"
+    )
     parser.add_argument("--incremental", action="store_true", help="ingest into a full vs an empty warehouse")
     parser.add_argument("--pool-startup", action="store_true", help="the local process pool's start-up")
     parser.add_argument(
@@ -603,7 +682,9 @@ def main() -> None:
     args = parser.parse_args()
     repeat = min(args.repeat, 3) if args.repeat == 5 else args.repeat  # the default 5 is for parse timings
     ranks = args.ranks or (16 if args.cluster else 8)
-    if args.end_to_end:
+    if args.end_to_end and args.each:
+        each(ranks, repeat)
+    elif args.end_to_end:
         end_to_end(args.source, ranks, repeat, args.copies)
     elif args.incremental:
         incremental(args.source, args.base_ranks, ranks, repeat)

@@ -98,6 +98,7 @@ def ingest(
     started = time.perf_counter()
     with scheduler_client(scheduler) as client:  # first: a bad scheduler writes nothing
         found = discover(paths, study=study, run=run, ranks=ranks, facts=facts)
+        discovered = time.perf_counter() - started
         sizes = [json_size(job.path) for job in (*found.traces, *found.power, *found.nccl_tests)]
         engine = (IN_PROCESS, 1) if client is not None else local_engine(sizes)
         if engine[0] == PROCESSES:
@@ -109,6 +110,7 @@ def ingest(
             not_traces=list(found.not_traces),
             runs=[f"{source.manifest.study}/{source.manifest.run_id}" for source in found.runs],
         )
+        summary.phase_s["discover"] = discovered
         reporter = make_progress(progress)
         try:
             load_all(

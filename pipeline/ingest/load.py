@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def load_all(
     local tasks on a pool or threads start first and the catalog is created while they run (0.1 s
     of a new warehouse that the tasks would otherwise wait for).
     """
+    began = time.perf_counter()
     warehouse = make_warehouse_dir(warehouse_dir).absolute()
     summary.warehouse = str(warehouse)
     with ingest_lock(warehouse), faults_named(warehouse):
@@ -90,6 +92,7 @@ def load_all(
             summary.warnings.extend(power_failures(found))
             if groups is None:
                 groups = run_tasks(tasks, str(warehouse), registered, **_on(client, engine, summary))
+            summary.phase_s["catalog"] = time.perf_counter() - began
             _register(itertools.chain([first], groups), batch, reporter, summary)
         finally:
             if groups is not None:
@@ -159,11 +162,13 @@ def _register(
 ) -> None:
     """Register each task's outcome as it comes, then refresh the views."""
     registrar = Registrar(batch, batch.warehouse_dir)
+    began = time.perf_counter()
     try:
         for group in groups:
             for outcome in group:
                 reporter.file_read(outcome.path)
             registrar.add(group)
+        summary.phase_s["tasks"] = time.perf_counter() - began
         registrar.finish(lambda connection: _refresh(connection, summary, batch.seen))
     except BaseException:
         registrar.abort()

@@ -339,9 +339,11 @@ class Registrar:
 
     @contextmanager
     def _cpu(self, phase: str) -> Iterator[None]:
-        """Add the process's CPU seconds spent in the block to the summary's `driver_cpu_s[phase]`."""
-        started = time.process_time()
+        """Add the process's CPU seconds and the wall seconds spent in the block to the summary's
+        `driver_cpu_s[phase]` and `phase_s[phase]`."""
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            self.batch.summary.driver_cpu_s[phase] += time.process_time() - started
+            self.batch.summary.driver_cpu_s[phase] += time.process_time() - cpu
+            self.batch.summary.phase_s[phase] += time.perf_counter() - started

@@ -36,6 +36,12 @@ class IngestSummary:
     # The driver's CPU seconds (every thread of its process, DuckDB's included) spent registering
     # the tasks' outcomes and refreshing the materialized tables: what a cluster cannot spread.
     driver_cpu_s: dict[str, float] = field(default_factory=lambda: {"register": 0.0, "refresh": 0.0})
+    # Wall seconds of the driver's phases: discover (the paths searched), catalog (to the tasks'
+    # start), tasks (to the last outcome registered), register (inside tasks: the catalog phases
+    # that registered outcomes), refresh (the views and materialized tables).
+    phase_s: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(("discover", "catalog", "tasks", "register", "refresh"), 0.0)
+    )
     runs_refreshed: int = 0  # runs whose materialized rows this ingest recomputed (files loaded into them)
 
     @property
@@ -61,6 +67,7 @@ class IngestSummary:
             "runs": list(self.runs),
             "repaired": list(self.repaired),
             "driver_cpu_s": {phase: round(cpu, 4) for phase, cpu in self.driver_cpu_s.items()},
+            "phase_s": {phase: round(wall, 4) for phase, wall in self.phase_s.items()},
             "runs_refreshed": self.runs_refreshed,
         }
 

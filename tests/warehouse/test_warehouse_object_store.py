@@ -3,6 +3,7 @@ the workers of a real Dask cluster; the warehouse equals a local ingest of the s
 
 from __future__ import annotations
 
+import json
 import logging
 import urllib.request
 from pathlib import Path
@@ -175,3 +176,36 @@ def test_a_store_without_its_package_is_one_line(tmp_path):
     assert summary.failed == [
         ("zz://bucket/traces/", "no filesystem for zz:// is installed (Unsupported filesystem: 'zz')")
     ]
+
+
+def test_a_denied_read_fails_that_file_with_the_store_reason(tmp_path, s3, monkeypatch):
+    """With credentials whose IAM policy (enforced by the server) denies reading one prefix, the
+    readable trace loads and the other fails with the store's own words."""
+    import boto3
+    from moto import settings
+
+    for name, rank in (("open/r0.json", 0), ("secret/r1.json", 1)):
+        write_trace(tmp_path / name, rank=rank, world_size=2)
+        s3.put_file(str(tmp_path / name), f"{BUCKET}/{name}")
+    iam = boto3.client("iam")
+    iam.create_user(UserName="reader")
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": "s3:*", "Resource": "*"},
+            {"Effect": "Deny", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/secret/*"},
+        ],
+    }
+    iam.put_user_policy(UserName="reader", PolicyName="read-open", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server checks every request now
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    summary = ingest(
+        [f"s3://{BUCKET}/open/r0.json", f"s3://{BUCKET}/secret/r1.json"], tmp_path / "wh", study="s", run="r"
+    )
+    assert summary.failed == [(f"s3://{BUCKET}/secret/r1.json", "cannot read: Access Denied")], summary.failed
+    assert summary.loaded == 1
