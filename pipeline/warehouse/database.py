@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -33,6 +35,8 @@ from tracehouse.pipeline.warehouse.sql_runner import (
 from tracehouse.pipeline.warehouse.view_docs import comment_statements, contracts_by_relation
 
 DB_NAME = "tracehouse.duckdb"
+# The folder of the empty catalogs new warehouses are copied from (default: ~/.cache/tracehouse).
+CACHE_VARIABLE = "TRACEHOUSE_CACHE"
 # An ingest holds the file for writing only in short catalog phases; a reader waits them out.
 READ_WAIT_S = 3.0
 LOCK_RETRY_S = 0.05  # between attempts to open a file another process holds
@@ -185,11 +189,18 @@ def is_locked(exc: BaseException | None) -> bool:
 
 
 def create_warehouse(warehouse_dir: Path) -> Path:
-    """Create (or complete) a warehouse directory with its raw tables and views; return its path."""
+    """Create (or complete) a warehouse directory with its raw tables and views; return its path.
+
+    A new catalog starts as a copy of an empty one with every relation, made once per SQL tree and
+    DuckDB version in the cache folder (`TRACEHOUSE_CACHE`, else ~/.cache/tracehouse): creating
+    the ~60 views and their comments costs about a second, which would dominate a small ingest.
+    """
     warehouse_dir = make_warehouse_dir(warehouse_dir)
     existed = db_path(warehouse_dir).exists()
     try:
         write_empty_partitions(warehouse_dir)
+        if not existed:
+            _copy_template(warehouse_dir)
         # opened once, created if absent (a second open costs a checkpoint and 15 ms more)
         connection = _open_duckdb(db_path(warehouse_dir), read_only=False, wait_s=0.0)
     except duckdb.Error as exc:
@@ -201,6 +212,43 @@ def create_warehouse(warehouse_dir: Path) -> Path:
     with _configured(connection, warehouse_dir):
         create_raw_relations(connection)
     return warehouse_dir
+
+
+def _template_dir() -> Path:
+    """Where the empty catalogs are kept: $TRACEHOUSE_CACHE, else the user's cache folder."""
+    if chosen := os.environ.get(CACHE_VARIABLE):
+        return Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tracehouse"
+
+
+def _copy_template(warehouse_dir: Path) -> None:
+    """Put a copy of the empty catalog of this SQL tree and DuckDB version at the warehouse's DuckDB
+    path, building the template first if there is none; nothing where the cache folder cannot be
+    written (the relations are then created in place, as the caller goes on to do)."""
+    name = f"catalog-{duckdb.__version__}-{sql_digest(load_sql_files())[:20]}.duckdb"
+    template = _template_dir() / name
+    try:
+        if not template.is_file():
+            _build_template(template)
+        shutil.copyfile(template, db_path(warehouse_dir))
+    except (OSError, duckdb.Error, WarehouseError):
+        db_path(warehouse_dir).unlink(missing_ok=True)
+
+
+def _build_template(template: Path) -> None:
+    """An empty warehouse's catalog with every relation, built in a scratch folder beside the
+    template and moved into place whole (two processes building at once both leave a valid one)."""
+    template.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=template.parent, prefix=".building-") as scratch:
+        folder = Path(scratch)
+        write_empty_partitions(folder)
+        connection = _configured(_open_duckdb(db_path(folder), read_only=False, wait_s=0.0), folder)
+        try:
+            create_views(connection)
+        finally:
+            connection.close()
+        os.replace(db_path(folder), template)
 
 
 def make_warehouse_dir(warehouse_dir: Path) -> Path:
@@ -266,7 +314,7 @@ def refresh_materialized(
         return []
     files = files if files is not None else load_sql_files()
     before = _stored_run_stamps(connection)
-    if before is None or _meta(connection, "global_stamp") != global_stamp(connection):
+    if not before or _meta(connection, "global_stamp") != global_stamp(connection):  # none reflected yet
         with transaction(connection, checkpoint=True):
             names = create_relations(connection, files, only_materialized=True)
             _record_stamps(connection)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,33 @@ def checksums(warehouse: Path, *, without: tuple[str, ...] = ()) -> dict[str, tu
             row = c.sql(f"SELECT count(*), sum(hash(x)) FROM (SELECT {cols} FROM {table}) x").fetchall()[0]
             out[table] = (row[0], None if row[1] is None else int(row[1]))
     return out
+
+
+def relation_names() -> list[str]:
+    """Every materialized table and every view of the packaged tree (the raw layer and seeds aside)."""
+    from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, load_sql_files
+
+    return [f.name for f in load_sql_files() if f.layer != RAW_LAYER and not f.seeded]
+
+
+def relation_contents(warehouse: Path) -> dict[str, list[tuple]]:
+    """Every relation's rows, sorted (read-only)."""
+    from tracehouse.pipeline.warehouse.database import connect
+
+    with connect(warehouse, read_only=True) as c:
+        return relation_rows(c)
+
+
+def relation_rows(c) -> dict[str, list[tuple]]:
+    return {name: c.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in relation_names()}
+
+
+def same_row(a: tuple, b: tuple, *, exact: bool) -> bool:
+    """Equal rows; in a view a DOUBLE may differ in its last bits (a float sum over rows stored in
+    another order), so there it is compared to 1e-12 relative."""
+    if exact or a == b:
+        return a == b
+    return len(a) == len(b) and all(
+        x == y or (isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-12))
+        for x, y in zip(a, b, strict=True)
+    )

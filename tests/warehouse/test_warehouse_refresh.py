@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from support.testdata import sample_runs, shared_path
+from support.wh_helpers import relation_contents, relation_rows, same_row
 from tracehouse import ingest
 from tracehouse.pipeline.warehouse.database import (
     connect,
@@ -15,7 +15,7 @@ from tracehouse.pipeline.warehouse.database import (
     open_for_query,
     refresh_materialized,
 )
-from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, load_sql_files
+from tracehouse.pipeline.warehouse.sql_runner import load_sql_files
 
 
 def _kind(connection, name: str) -> str:
@@ -34,31 +34,6 @@ def test_a_relation_that_was_a_view_in_an_older_version_becomes_a_table(tmp_path
         create_views(c)
         assert _kind(c, "cpu_compute_segments") == "BASE TABLE"
         assert "older" not in [r[0] for r in c.sql("DESCRIBE cpu_compute_segments").fetchall()]
-
-
-def _relations(connection) -> list[str]:
-    """Every materialized table and every view of the packaged tree (the raw layer aside)."""
-    return [f.name for f in load_sql_files() if f.layer != RAW_LAYER and not f.seeded]
-
-
-def _contents(warehouse: Path) -> dict[str, list[tuple]]:
-    with connect(warehouse, read_only=True) as c:
-        return _rows(c)
-
-
-def _rows(c) -> dict[str, list[tuple]]:
-    return {name: c.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in _relations(c)}
-
-
-def _same_row(a: tuple, b: tuple, *, exact: bool) -> bool:
-    """Equal rows; in a view a DOUBLE may differ in its last bits (a float sum over rows stored in
-    another order), so there it is compared to 1e-12 relative."""
-    if exact or a == b:
-        return a == b
-    return len(a) == len(b) and all(
-        x == y or (isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-12))
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 def _ingest(warehouse: Path, path: Path, **options) -> None:
@@ -90,17 +65,17 @@ def test_incremental_refresh_equals_a_full_rebuild(tmp_path):
     _ingest(warehouse, pair0, study="public", run="pair", ranks={str(pair0): 0})
     _ingest(warehouse, mtia, study="public", run="mtia", ranks={str(mtia): 0})
     _ingest(warehouse, pair1, study="public", run="pair", ranks={str(pair1): 1})  # a second rank of a run
-    incremental = _contents(warehouse)
+    incremental = relation_contents(warehouse)
     with connect(warehouse) as c:
         assert json.loads(c.sql("SELECT value FROM warehouse_meta WHERE key = 'run_stamps'").fetchall()[0][0])
         create_views(c, force=True)
-    full = _contents(warehouse)
+    full = relation_contents(warehouse)
     materialized = {f.name for f in load_sql_files() if f.materialized}
     assert incremental.keys() == full.keys()
     for name in full:
         assert len(incremental[name]) == len(full[name]), name
         for a, b in zip(incremental[name], full[name], strict=True):
-            assert _same_row(a, b, exact=name in materialized), (name, a, b)
+            assert same_row(a, b, exact=name in materialized), (name, a, b)
     assert len({rank for _, _, rank, *_ in full["step_breakdown"]}) >= 2
     assert {(s, r) for s, r, *_ in full["window_breakdown"]} >= {("public", "pair"), ("public", "mtia")}
 
@@ -183,7 +158,7 @@ def test_a_query_recomputes_only_the_stale_runs_in_memory(tmp_path):
     warehouse = tmp_path / "wh"
     _ingest(warehouse, first)
     _ingest(warehouse, second)
-    expected = _contents(warehouse)
+    expected = relation_contents(warehouse)
     materialized = [f.name for f in load_sql_files() if f.materialized]
     with connect(warehouse) as c:
         (study, run_id), (other_study, other_run) = c.sql(
@@ -205,13 +180,13 @@ def test_a_query_recomputes_only_the_stale_runs_in_memory(tmp_path):
         assert c.sql("SELECT study, run_id FROM cpu_call_reach WHERE rank_key = -1").fetchall() == [
             (other_study, other_run)
         ]
-        got = _rows(c)
+        got = relation_rows(c)
     assert (warehouse / "tracehouse.duckdb").read_bytes() == before
     for name in expected:
         rows = [r for r in got[name] if not (name == "cpu_call_reach" and r[2] == -1)]
         assert len(rows) == len(expected[name]), name
         for a, b in zip(rows, expected[name], strict=True):
-            assert _same_row(a, b, exact=name in materialized), (name, a, b)
+            assert same_row(a, b, exact=name in materialized), (name, a, b)
 
 
 def test_a_refresh_reads_the_warehouse_partitions_not_the_current_directory(tmp_path, monkeypatch):
