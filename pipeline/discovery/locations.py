@@ -25,7 +25,7 @@ from typing import Any
 URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 LOCAL_SCHEME = "file"
 COPY_CHUNK = 8 << 20
-# The package each common store needs (fsspec names the protocol; the install hint names the extra).
+# The fsspec filesystem package of each common store, named in the error when it is missing.
 STORE_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
 
 
@@ -75,14 +75,15 @@ def files_under(directory: Path) -> list[Path]:
 
 
 @contextmanager
-def local_copy(path: Path, *, scratch: str | None = None) -> Iterator[Path]:
+def local_copy(path: Path) -> Iterator[Path]:
     """A local file with the bytes of `path`: the path itself, or for a stored object a scratch copy
-    read in one pass (deleted on exit). A missing object or a denied read raises the store's OSError."""
+    read in one pass into the temporary folder (deleted on exit). A missing object or a denied read
+    raises the store's OSError."""
     if not is_remote(path):
         yield path
         return
     suffix = "".join(Path(path.name).suffixes)[-16:]
-    fd, name = tempfile.mkstemp(prefix="tracehouse-", suffix=suffix, dir=scratch)
+    fd, name = tempfile.mkstemp(prefix="tracehouse-", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as out, path.open("rb") as source:
             shutil.copyfileobj(source, out, COPY_CHUNK)
