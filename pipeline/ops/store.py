@@ -2,20 +2,35 @@
 
 After an ingest, the signatures of ops whose names have a formula and that `op_costs` lacks are
 evaluated (pipeline/ops/costs.py) and inserted: each distinct signature once per warehouse, so
-the refresh costs what the new signatures cost, not what the new events do.
+the refresh costs what the new signatures cost, not what the new events do. Only the traces no
+fill has seen are read, from their own partitions (`trace_ops`), so that cost does not grow with
+what the warehouse already holds.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import duckdb
 import polars as pl
 from tracehouse.pipeline.ops.costs import FORMULA_OF, SIGNATURE_COLUMNS, op_costs
 from tracehouse.pipeline.ops.version import formulas_version
+from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, duckdb_file
 
 COLUMNS = (*SIGNATURE_COLUMNS, "formula", "flops", "bytes", "dtype", "formulas_version")
-_NEW_SIGNATURES = """
+# The TEMP view of the `ops` rows of the traces a fill reads (`trace_ops`).
+TRACE_OPS = "fill_ops"
+# The registered traces with host ops that `op_tree` holds no rows of: the ones no fill has seen
+# (a trace registered by an older tracehouse, without n_ops, counts as having some).
+PENDING_TRACES = """
+SELECT content_hash FROM traces
+WHERE coalesce(n_ops, 1) > 0 AND content_hash NOT IN (SELECT DISTINCT content_hash FROM op_tree)
+ORDER BY content_hash
+"""
+_NEW_SIGNATURES = f"""
 SELECT DISTINCT o.name, o.input_dims, o.input_types, o.concrete_inputs
-FROM ops AS o
+FROM {TRACE_OPS} AS o
 WHERE o.kind = 'cpu_op' AND list_contains(?, o.name)
     AND NOT EXISTS (
         SELECT 1 FROM op_costs AS c
@@ -37,13 +52,66 @@ def has_relation(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(rows)
 
 
+def pending_traces(connection: duckdb.DuckDBPyConnection) -> list[str]:
+    """The content hashes of PENDING_TRACES."""
+    return [h for (h,) in connection.execute(PENDING_TRACES).fetchall()]
+
+
+@contextmanager
+def trace_ops(connection: duckdb.DuckDBPyConnection, hashes: list[str] | None) -> Iterator[None]:
+    """Within the block, TRACE_OPS shows the `ops` rows of these traces, read from their own registered
+    files rather than through the view's glob over every partition (at 50M events, thousands of
+    files: the fills after an ingest read what it added); None: every trace."""
+    if hashes is None:
+        connection.execute(f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM ops")
+    elif not has_relation(connection, "parquet_files"):  # `ops` held in DuckDB itself (a test's tables)
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM ops "
+            f"WHERE list_contains([{', '.join(map(_literal, hashes))}]::VARCHAR[], content_hash)"
+        )
+    else:
+        paths = connection.execute(
+            "SELECT path FROM parquet_files WHERE table_name = 'ops' AND list_contains(?, content_hash) "
+            "ORDER BY path",
+            [hashes],
+        ).fetchall()
+        base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
+        # the schema-only file keeps the list non-empty and the column types fixed
+        files = [f"parquet/ops/{EMPTY_NAME}", *(p for (p,) in paths)]
+        listed = ", ".join(_literal(duckdb_file(base, f)) for f in files)
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM "
+            f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+        )
+    try:
+        yield
+    finally:
+        connection.execute(f"DROP VIEW IF EXISTS temp.main.{TRACE_OPS}")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def fill_op_costs(connection: duckdb.DuckDBPyConnection) -> int:
-    """Evaluate and store the signatures `op_costs` lacks; return how many were added."""
+    """Evaluate and store the signatures `op_costs` lacks; return how many were added.
+
+    Only the traces no fill has seen are read (PENDING_TRACES), unless the formulas changed: then
+    every signature of the warehouse is evaluated again.
+    """
     if not (has_relation(connection, "ops") and has_relation(connection, "op_costs")):
         return 0
     version = formulas_version()
-    connection.execute("DELETE FROM op_costs WHERE formulas_version <> ?", [version])
-    found = connection.execute(_NEW_SIGNATURES, [sorted(FORMULA_OF)]).fetchall()
+    outdated = connection.execute("SELECT count(*) FROM op_costs WHERE formulas_version <> ?", [version])
+    if outdated.fetchall()[0][0]:
+        connection.execute("DELETE FROM op_costs WHERE formulas_version <> ?", [version])
+        scope = None
+    else:
+        scope = pending_traces(connection) if has_relation(connection, "op_tree") else None
+        if scope == []:
+            return 0
+    with trace_ops(connection, scope):
+        found = connection.execute(_NEW_SIGNATURES, [sorted(FORMULA_OF)]).fetchall()
     new = pl.DataFrame(found, schema=dict.fromkeys(SIGNATURE_COLUMNS, pl.String), orient="row")
     if new.is_empty():
         return 0

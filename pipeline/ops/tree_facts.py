@@ -13,21 +13,17 @@ import duckdb
 import numpy as np
 import polars as pl
 from tracehouse.pipeline.ops.calltree import NONE, above, nearest
-from tracehouse.pipeline.ops.store import has_relation
+from tracehouse.pipeline.ops.store import TRACE_OPS, has_relation, pending_traces, trace_ops
 from tracehouse.pipeline.ops.version import formulas_version
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function:"  # quoted into SQL: no quote in either
 OPTIMIZER_PREFIX = "Optimizer."
 COLUMNS = ("study", "run_id", "rank", "content_hash", "op_id", "phase", "above_work", "inside_unit")
 
-# `ops` shows the registered traces only: rows of a trace forgotten or replaced go.
+# Rows of a trace no longer registered (forgotten or replaced) go, and rows of other formulas.
 _STALE = """
 DELETE FROM op_tree
-WHERE formulas_version <> ? OR content_hash NOT IN (SELECT DISTINCT content_hash FROM ops)
-"""
-_MISSING = """
-SELECT DISTINCT content_hash FROM ops
-WHERE content_hash NOT IN (SELECT DISTINCT content_hash FROM op_tree)
+WHERE formulas_version <> ? OR content_hash NOT IN (SELECT content_hash FROM traces)
 """
 # The missing traces, numbered (1, 2, ...: their place in the list passed as $1).
 _NUMBERED = "(SELECT unnest($1) AS content_hash, generate_subscripts($1, 1) AS trace_no)"
@@ -40,14 +36,14 @@ SELECT
         WHEN starts_with(o.name, '{OPTIMIZER_PREFIX}') THEN 2
         ELSE 0
     END::TINYINT AS marker
-FROM ops AS o
+FROM {TRACE_OPS} AS o
 JOIN {_NUMBERED} AS t ON o.content_hash = t.content_hash
 ORDER BY trace_no, o.op_id
 """
 # The calls of those traces that do work (op_calls' `costed`: a cpu_op with FLOPs > 0).
 _WORKING = f"""
 SELECT t.trace_no::BIGINT AS trace_no, o.op_id
-FROM ops AS o
+FROM {TRACE_OPS} AS o
 JOIN {_NUMBERED} AS t ON o.content_hash = t.content_hash
 JOIN (SELECT * FROM op_costs WHERE flops > 0) AS c
     ON c.name = o.name
@@ -58,10 +54,12 @@ WHERE o.kind = 'cpu_op'
 """
 _TRACES = f"""
 SELECT DISTINCT t.trace_no::BIGINT AS trace_no, o.study, o.run_id, o.rank, o.content_hash
-FROM ops AS o
+FROM {TRACE_OPS} AS o
 JOIN {_NUMBERED} AS t ON o.content_hash = t.content_hash
 """
 PHASES = pl.Series(["forward", "backward", "optimizer"], dtype=pl.String)
+# Host ops walked at once (about 100 bytes each in the frames the walks build).
+BATCH_OPS = 2_000_000
 
 
 def fill_op_tree(connection: duckdb.DuckDBPyConnection) -> int:
@@ -71,12 +69,38 @@ def fill_op_tree(connection: duckdb.DuckDBPyConnection) -> int:
     connection.execute("SELECT 1 FROM op_costs LIMIT 0")  # what does work: fail now when it is missing
     version = formulas_version()
     connection.execute(_STALE, [version])
-    missing = [h for (h,) in connection.execute(_MISSING).fetchall()]
-    if not missing:
-        return 0
-    ops = connection.sql(_TREE, params=[missing]).pl()
-    working = connection.sql(_WORKING, params=[missing]).pl()
-    traces = connection.sql(_TRACES, params=[missing]).pl()
+    added = 0
+    for batch in _batches(connection, pending_traces(connection)):
+        added += _fill_batch(connection, batch, version)
+    return added
+
+
+def _batches(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> list[list[str]]:
+    """The traces in batches of at most BATCH_OPS host ops each (one trace may exceed it alone): a
+    1,024-rank study's ops held at once would take gigabytes."""
+    sizes = dict(
+        connection.execute(
+            "SELECT content_hash, coalesce(n_ops, 0) FROM traces WHERE list_contains(?, content_hash)",
+            [hashes],
+        ).fetchall()
+    )
+    batches: list[list[str]] = []
+    held = BATCH_OPS
+    for h in hashes:
+        if held + sizes.get(h, 0) > BATCH_OPS:
+            batches.append([])
+            held = 0
+        batches[-1].append(h)
+        held += sizes.get(h, 0)
+    return batches
+
+
+def _fill_batch(connection: duckdb.DuckDBPyConnection, hashes: list[str], version: str) -> int:
+    """Walk these traces' call trees and insert their rows; how many."""
+    with trace_ops(connection, hashes):  # their own files, not the glob over every partition
+        ops = connection.sql(_TREE, params=[hashes]).pl()
+        working = connection.sql(_WORKING, params=[hashes]).pl()
+        traces = connection.sql(_TRACES, params=[hashes]).pl()
     rows = (
         tree_facts(ops, working)
         .join(traces, on="trace_no", how="left")

@@ -54,9 +54,9 @@ def test_a_warehouse_without_ops_is_left_alone() -> None:
 def test_new_formulas_change_the_warehouse_sql_digest(monkeypatch) -> None:
     # a warehouse whose digest differs rebuilds every relation: op_costs is refilled (rows of
     # other formulas purged) and op_calls recomputed from it
-    from tracehouse.pipeline.warehouse import sql_runner, warehouse
+    from tracehouse.pipeline.warehouse import database, sql_runner
 
     files = load_sql_files()
-    before = warehouse.sql_digest(files)
+    before = database.sql_digest(files)
     monkeypatch.setitem(sql_runner.FILLED_VERSIONS, "op_costs", lambda: "other formulas")
-    assert warehouse.sql_digest(files) != before
+    assert database.sql_digest(files) != before

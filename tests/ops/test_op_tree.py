@@ -208,3 +208,27 @@ def test_shared_gpu_traces_equal_the_recursive_definition(tmp_path) -> None:
         assert summary.failed == [], summary.failed
     rows, (above, _) = _equal_to_the_recursive_definition(tmp_path / "wh")
     assert rows > 10_000 and above > 0
+
+
+@pytest.mark.slow
+def test_traces_walked_in_batches_equal_the_recursive_definition(tmp_path, monkeypatch) -> None:
+    """The fill walks the pending traces in batches of at most BATCH_OPS host ops (one trace may be a
+    batch alone): with small batches, one ingest of several runs stores the same rows."""
+    from support.testdata import sample_runs
+    from tracehouse.pipeline.ingest.driver import ingest
+    from tracehouse.pipeline.ops import tree_facts
+
+    batches: list[int] = []
+    walk = tree_facts._fill_batch
+
+    def counted(connection, hashes, version):
+        batches.append(len(hashes))
+        return walk(connection, hashes, version)
+
+    monkeypatch.setattr(tree_facts, "BATCH_OPS", 30_000)
+    monkeypatch.setattr(tree_facts, "_fill_batch", counted)
+    summary = ingest(sample_runs()[:3], tmp_path / "wh")
+    assert summary.failed == [], summary.failed
+    assert len(batches) > 1 and max(batches) > 1 and sum(batches) == summary.loaded
+    rows, _ = _equal_to_the_recursive_definition(tmp_path / "wh")
+    assert rows > 10_000

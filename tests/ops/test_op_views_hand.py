@@ -66,8 +66,8 @@ def build(ops: list[tuple], launches: list[tuple]) -> duckdb.DuckDBPyConnection:
         "0::BIGINT AS ts_unix_ns, 10000::BIGINT AS dur_ns"
     )
     con.execute(
-        "CREATE TABLE traces AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, "
-        "'NVIDIA H100 80GB HBM3' AS device_name"
+        "CREATE TABLE traces AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, 'h' AS content_hash, "
+        f"{len(ops)}::BIGINT AS n_ops, 'NVIDIA H100 80GB HBM3' AS device_name"
     )
     # a GPU rank has no main thread
     con.execute(
