@@ -22,10 +22,11 @@ COLUMNS = (*SIGNATURE_COLUMNS, "formula", "flops", "bytes", "dtype", "formulas_v
 # The TEMP view of the `ops` rows of the traces a fill reads (`trace_ops`).
 TRACE_OPS = "fill_ops"
 # The registered traces with host ops that `op_tree` holds no rows of: the ones no fill has seen
-# (a trace registered by an older tracehouse, without n_ops, counts as having some).
+# (a trace registered by an older tracehouse, without n_ops, counts as having some). Where `ops`
+# is held in DuckDB itself (no Parquet partitions: a test's hand-made tables) it names them itself.
 PENDING_TRACES = """
-SELECT content_hash FROM traces
-WHERE coalesce(n_ops, 1) > 0 AND content_hash NOT IN (SELECT DISTINCT content_hash FROM op_tree)
+SELECT DISTINCT content_hash FROM {source}
+WHERE content_hash NOT IN (SELECT DISTINCT content_hash FROM op_tree)
 ORDER BY content_hash
 """
 _NEW_SIGNATURES = f"""
@@ -54,7 +55,11 @@ def has_relation(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def pending_traces(connection: duckdb.DuckDBPyConnection) -> list[str]:
     """The content hashes of PENDING_TRACES."""
-    return [h for (h,) in connection.execute(PENDING_TRACES).fetchall()]
+    if has_relation(connection, "parquet_files"):
+        source = "(SELECT content_hash FROM traces WHERE coalesce(n_ops, 1) > 0)"
+    else:
+        source = "ops"
+    return [h for (h,) in connection.execute(PENDING_TRACES.format(source=source)).fetchall()]
 
 
 @contextmanager

@@ -23,7 +23,7 @@ COLUMNS = ("study", "run_id", "rank", "content_hash", "op_id", "phase", "above_w
 # Rows of a trace no longer registered (forgotten or replaced) go, and rows of other formulas.
 _STALE = """
 DELETE FROM op_tree
-WHERE formulas_version <> ? OR content_hash NOT IN (SELECT content_hash FROM traces)
+WHERE formulas_version <> ? OR content_hash NOT IN (SELECT content_hash FROM {registered})
 """
 # The missing traces, numbered (1, 2, ...: their place in the list passed as $1).
 _NUMBERED = "(SELECT unnest($1) AS content_hash, generate_subscripts($1, 1) AS trace_no)"
@@ -68,7 +68,8 @@ def fill_op_tree(connection: duckdb.DuckDBPyConnection) -> int:
         return 0  # its inputs must exist: a warehouse without `ops` or `op_costs` fails here
     connection.execute("SELECT 1 FROM op_costs LIMIT 0")  # what does work: fail now when it is missing
     version = formulas_version()
-    connection.execute(_STALE, [version])
+    registered = "traces" if has_relation(connection, "parquet_files") else "ops"  # as pending_traces
+    connection.execute(_STALE.format(registered=registered), [version])
     added = 0
     for batch in _batches(connection, pending_traces(connection)):
         added += _fill_batch(connection, batch, version)
@@ -85,9 +86,9 @@ def _batches(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> list[l
         ).fetchall()
     )
     batches: list[list[str]] = []
-    held = BATCH_OPS
+    held = 0
     for h in hashes:
-        if held + sizes.get(h, 0) > BATCH_OPS:
+        if not batches or held + sizes.get(h, 0) > BATCH_OPS:
             batches.append([])
             held = 0
         batches[-1].append(h)
