@@ -21,6 +21,9 @@ from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, duckdb_file
 COLUMNS = (*SIGNATURE_COLUMNS, "formula", "flops", "bytes", "dtype", "formulas_version")
 # The TEMP view of the `ops` rows of the traces a fill reads (`trace_ops`).
 TRACE_OPS = "fill_ops"
+# Host ops a fill reads at once (about 100 bytes each in the frames it builds): a 1,024-rank
+# study's ops at once, after new formulas made every row stale, would take gigabytes.
+BATCH_OPS = 2_000_000
 # The registered traces with host ops that `op_tree` holds no rows of: the ones no fill has seen
 # (a trace registered by an older tracehouse, without n_ops, counts as having some). Where `ops`
 # is held in DuckDB itself (no Parquet partitions: a test's hand-made tables) it names them itself.
@@ -53,23 +56,46 @@ def has_relation(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(rows)
 
 
-def pending_traces(connection: duckdb.DuckDBPyConnection) -> list[str]:
-    """The content hashes of PENDING_TRACES."""
+def pending_traces(connection: duckdb.DuckDBPyConnection, *, every: bool = False) -> list[str]:
+    """The content hashes of PENDING_TRACES; `every`: of all registered traces with host ops."""
     if has_relation(connection, "parquet_files"):
         source = "(SELECT content_hash FROM traces WHERE coalesce(n_ops, 1) > 0)"
     else:
         source = "ops"
-    return [h for (h,) in connection.execute(PENDING_TRACES.format(source=source)).fetchall()]
+    query = PENDING_TRACES.format(source=source)
+    if every:
+        query = f"SELECT DISTINCT content_hash FROM {source} ORDER BY content_hash"
+    return [h for (h,) in connection.execute(query).fetchall()]
+
+
+def trace_batches(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> list[list[str]]:
+    """The traces in batches of at most BATCH_OPS host ops each (`traces.n_ops`; one trace may exceed
+    it alone), in their order."""
+    sizes = {}
+    if has_relation(connection, "parquet_files"):  # a warehouse (a test's hand-made tables: one batch)
+        sizes = dict(
+            connection.execute(
+                "SELECT content_hash, coalesce(n_ops, 0) FROM traces WHERE list_contains(?, content_hash)",
+                [hashes],
+            ).fetchall()
+        )
+    batches: list[list[str]] = []
+    held = 0
+    for h in hashes:
+        if not batches or held + sizes.get(h, 0) > BATCH_OPS:
+            batches.append([])
+            held = 0
+        batches[-1].append(h)
+        held += sizes.get(h, 0)
+    return batches
 
 
 @contextmanager
-def trace_ops(connection: duckdb.DuckDBPyConnection, hashes: list[str] | None) -> Iterator[None]:
+def trace_ops(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> Iterator[None]:
     """Within the block, TRACE_OPS shows the `ops` rows of these traces, read from their own registered
     files rather than through the view's glob over every partition (at 50M events, thousands of
-    files: the fills after an ingest read what it added); None: every trace."""
-    if hashes is None:
-        connection.execute(f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM ops")
-    elif not has_relation(connection, "parquet_files"):  # `ops` held in DuckDB itself (a test's tables)
+    files: the fills after an ingest read what it added)."""
+    if not has_relation(connection, "parquet_files"):  # `ops` held in DuckDB itself (a test's tables)
         connection.execute(
             f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM ops "
             f"WHERE list_contains([{', '.join(map(_literal, hashes))}]::VARCHAR[], content_hash)"
@@ -102,21 +128,24 @@ def fill_op_costs(connection: duckdb.DuckDBPyConnection) -> int:
     """Evaluate and store the signatures `op_costs` lacks; return how many were added.
 
     Only the traces no fill has seen are read (PENDING_TRACES), unless the formulas changed: then
-    every signature of the warehouse is evaluated again.
+    every signature of the warehouse is evaluated again. Traces are read in batches (BATCH_OPS).
     """
     if not (has_relation(connection, "ops") and has_relation(connection, "op_costs")):
         return 0
     version = formulas_version()
     outdated = connection.execute("SELECT count(*) FROM op_costs WHERE formulas_version <> ?", [version])
-    if outdated.fetchall()[0][0]:
-        connection.execute("DELETE FROM op_costs WHERE formulas_version <> ?", [version])
-        scope = None
-    else:
-        scope = pending_traces(connection) if has_relation(connection, "op_tree") else None
-        if scope == []:
-            return 0
-    with trace_ops(connection, scope):
-        found = connection.execute(_NEW_SIGNATURES, [sorted(FORMULA_OF)]).fetchall()
+    every = bool(outdated.fetchall()[0][0]) or not has_relation(connection, "op_tree")
+    connection.execute("DELETE FROM op_costs WHERE formulas_version <> ?", [version])
+    added = 0
+    for batch in trace_batches(connection, pending_traces(connection, every=every)):
+        with trace_ops(connection, batch):
+            found = connection.execute(_NEW_SIGNATURES, [sorted(FORMULA_OF)]).fetchall()
+        added += _insert_costs(connection, found, version)
+    return added
+
+
+def _insert_costs(connection: duckdb.DuckDBPyConnection, found: list[tuple], version: str) -> int:
+    """Evaluate new signatures and insert their rows; how many."""
     new = pl.DataFrame(found, schema=dict.fromkeys(SIGNATURE_COLUMNS, pl.String), orient="row")
     if new.is_empty():
         return 0

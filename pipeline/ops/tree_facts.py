@@ -13,7 +13,7 @@ import duckdb
 import numpy as np
 import polars as pl
 from tracehouse.pipeline.ops.calltree import NONE, above, nearest
-from tracehouse.pipeline.ops.store import TRACE_OPS, has_relation, pending_traces, trace_ops
+from tracehouse.pipeline.ops.store import TRACE_OPS, has_relation, pending_traces, trace_batches, trace_ops
 from tracehouse.pipeline.ops.version import formulas_version
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function:"  # quoted into SQL: no quote in either
@@ -58,8 +58,6 @@ FROM {TRACE_OPS} AS o
 JOIN {_NUMBERED} AS t ON o.content_hash = t.content_hash
 """
 PHASES = pl.Series(["forward", "backward", "optimizer"], dtype=pl.String)
-# Host ops walked at once (about 100 bytes each in the frames the walks build).
-BATCH_OPS = 2_000_000
 
 
 def fill_op_tree(connection: duckdb.DuckDBPyConnection) -> int:
@@ -71,29 +69,9 @@ def fill_op_tree(connection: duckdb.DuckDBPyConnection) -> int:
     registered = "traces" if has_relation(connection, "parquet_files") else "ops"  # as pending_traces
     connection.execute(_STALE.format(registered=registered), [version])
     added = 0
-    for batch in _batches(connection, pending_traces(connection)):
+    for batch in trace_batches(connection, pending_traces(connection)):  # at most BATCH_OPS host ops each
         added += _fill_batch(connection, batch, version)
     return added
-
-
-def _batches(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> list[list[str]]:
-    """The traces in batches of at most BATCH_OPS host ops each (one trace may exceed it alone): a
-    1,024-rank study's ops held at once would take gigabytes."""
-    sizes = dict(
-        connection.execute(
-            "SELECT content_hash, coalesce(n_ops, 0) FROM traces WHERE list_contains(?, content_hash)",
-            [hashes],
-        ).fetchall()
-    )
-    batches: list[list[str]] = []
-    held = 0
-    for h in hashes:
-        if not batches or held + sizes.get(h, 0) > BATCH_OPS:
-            batches.append([])
-            held = 0
-        batches[-1].append(h)
-        held += sizes.get(h, 0)
-    return batches
 
 
 def _fill_batch(connection: duckdb.DuckDBPyConnection, hashes: list[str], version: str) -> int:

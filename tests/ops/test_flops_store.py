@@ -16,9 +16,9 @@ def _warehouse(*calls: tuple[str, str | None, str | None, str | None]) -> duckdb
     create_relations(con, [f for f in load_sql_files() if f.name == "op_costs"])
     con.execute(
         "CREATE TABLE ops (kind VARCHAR, name VARCHAR, input_dims VARCHAR, input_types VARCHAR, "
-        "concrete_inputs VARCHAR)"
+        "concrete_inputs VARCHAR, content_hash VARCHAR DEFAULT 'h')"
     )
-    con.executemany("INSERT INTO ops VALUES ('cpu_op', ?, ?, ?, ?)", [list(c) for c in calls])
+    con.executemany("INSERT INTO ops VALUES ('cpu_op', ?, ?, ?, ?, 'h')", [list(c) for c in calls])
     return con
 
 
@@ -32,7 +32,8 @@ def test_each_signature_evaluated_once_and_only_names_with_a_formula() -> None:
     ]
     assert store.fill_op_costs(con) == 0  # nothing new
     con.execute(
-        "INSERT INTO ops VALUES ('cpu_op', 'aten::mm', '[[2, 3], [3, 4]]', '[\"float\", \"float\"]', NULL)"
+        "INSERT INTO ops VALUES ('cpu_op', 'aten::mm', '[[2, 3], [3, 4]]', "
+        "'[\"float\", \"float\"]', NULL, 'h')"
     )
     assert store.fill_op_costs(con) == 1
 

@@ -216,7 +216,7 @@ def test_traces_walked_in_batches_equal_the_recursive_definition(tmp_path, monke
     batch alone): with small batches, one ingest of several runs stores the same rows."""
     from support.testdata import sample_runs
     from tracehouse.pipeline.ingest.driver import ingest
-    from tracehouse.pipeline.ops import tree_facts
+    from tracehouse.pipeline.ops import store, tree_facts
 
     batches: list[int] = []
     walk = tree_facts._fill_batch
@@ -225,10 +225,41 @@ def test_traces_walked_in_batches_equal_the_recursive_definition(tmp_path, monke
         batches.append(len(hashes))
         return walk(connection, hashes, version)
 
-    monkeypatch.setattr(tree_facts, "BATCH_OPS", 30_000)
+    monkeypatch.setattr(store, "BATCH_OPS", 30_000)
     monkeypatch.setattr(tree_facts, "_fill_batch", counted)
     summary = ingest(sample_runs()[:3], tmp_path / "wh")
     assert summary.failed == [], summary.failed
     assert len(batches) > 1 and max(batches) > 1 and sum(batches) == summary.loaded
+    rows, _ = _equal_to_the_recursive_definition(tmp_path / "wh")
+    assert rows > 10_000
+
+
+def test_an_ingest_reads_only_the_ops_of_the_traces_it_adds(tmp_path, monkeypatch) -> None:
+    """The fills after an ingest (op_costs, op_tree) read the ops of the traces no fill has seen, from
+    their own partitions: the second run's ingest reads none of the first run's traces."""
+    import duckdb
+    from support.testdata import sample_runs
+    from tracehouse.pipeline.ingest.driver import ingest
+    from tracehouse.pipeline.ops import store
+
+    first, second = sample_runs()[:2]
+    assert not ingest([first], tmp_path / "wh").failed
+    read: list[str] = []
+    scoped = store.trace_ops
+
+    def recorded(connection, hashes):
+        read.extend(hashes)
+        return scoped(connection, hashes)
+
+    monkeypatch.setattr(store, "trace_ops", recorded)
+    import tracehouse.pipeline.ops.tree_facts as tree_facts
+
+    monkeypatch.setattr(tree_facts, "trace_ops", recorded)
+    assert not ingest([second], tmp_path / "wh").failed
+    with duckdb.connect(str(tmp_path / "wh" / "tracehouse.duckdb"), read_only=True) as c:
+        added = {
+            h for (h,) in c.sql(f"SELECT content_hash FROM traces WHERE path LIKE '{second}%'").fetchall()
+        }
+    assert added and set(read) == added  # op_costs' read, then op_tree's: the new traces only
     rows, _ = _equal_to_the_recursive_definition(tmp_path / "wh")
     assert rows > 10_000
