@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pytest
 import tracehouse.pipeline.ingest.driver as driver_module
 import tracehouse.pipeline.ingest.load as load_module
 from support.wh_helpers import count, write_trace
@@ -14,6 +15,7 @@ from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.ingest.driver import ingest
 from tracehouse.pipeline.ingest.engine import THREADS
 from tracehouse.pipeline.ingest.tasks import hash_file
+from tracehouse.pipeline.warehouse.database import CACHE_VARIABLE
 
 SHARED = "(the warehouse must be on a filesystem shared with the Dask workers)"
 
@@ -110,10 +112,17 @@ def test_a_partition_the_driver_cannot_read_fails_the_file_naming_it(tmp_path, m
     assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
 
 
-def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_file(tmp_path, monkeypatch):
-    """In a new warehouse the tasks (on threads here) run while the catalog is made, and making it
-    reads every partition on disk: one unreadable there stops the tasks, the catalog is made
-    alone and the tasks run again, the file failing at its registration as above."""
+@pytest.mark.parametrize("template", [False, True])
+def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_file(
+    tmp_path, monkeypatch, template
+):
+    """In a new warehouse the tasks (on threads here) run while the catalog is made. Made in place
+    (no template catalog can be kept), making it reads every partition on disk: one unreadable
+    there stops the tasks, the catalog is made alone and the tasks run again. Copied from the
+    template, it reads none and is made once. Either way the file fails at its registration."""
+    if not template:  # the cache folder cannot be made: the catalog is created in place
+        (tmp_path / "a-file").write_text("not a folder")
+        monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "a-file" / "cache"))
     traces = [write_trace(tmp_path / "run" / f"r{rank}.json", rank=rank, world_size=2) for rank in (0, 1)]
     worker_disk(monkeypatch, tmp_path / "worker-disk", events_bytes=b"PAR1 cut short")
     real_create = load_module.create_warehouse
@@ -133,7 +142,10 @@ def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_
     monkeypatch.setattr(load_module, "create_warehouse", create_after_a_partition)
     monkeypatch.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))
     summary = ingest(traces, tmp_path / "wh")
-    assert len(calls) == 2, "the catalog was made once: the tasks did not run while it was made"
+    if template:
+        assert len(calls) == 1
+    else:
+        assert len(calls) == 2, "the catalog was made once: the tasks did not run while it was made"
     assert sorted(path for path, _ in summary.failed) == sorted(map(str, traces))
     assert all("is unreadable on the driver: " in reason for _, reason in summary.failed)
     assert count(tmp_path / "wh", "traces") == 0 and partitions(tmp_path / "wh") == []
