@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline.ops.costs import FORMULA_OF, SIGNATURE_COLUMNS, op_costs
 from tracehouse.pipeline.ops.version import formulas_version
-from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, duckdb_file
+from tracehouse.pipeline.warehouse.partitions import listed_files, sql_literal
 
 COLUMNS = (*SIGNATURE_COLUMNS, "formula", "flops", "bytes", "dtype", "formulas_version")
 # The TEMP view of the `ops` rows of the traces a fill reads (`trace_ops`).
@@ -98,7 +98,7 @@ def trace_ops(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> Itera
     if not has_relation(connection, "parquet_files"):  # `ops` held in DuckDB itself (a test's tables)
         connection.execute(
             f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM ops "
-            f"WHERE list_contains([{', '.join(map(_literal, hashes))}]::VARCHAR[], content_hash)"
+            f"WHERE list_contains([{', '.join(map(sql_literal, hashes))}]::VARCHAR[], content_hash)"
         )
     else:
         paths = connection.execute(
@@ -107,21 +107,15 @@ def trace_ops(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> Itera
             [hashes],
         ).fetchall()
         base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
-        # the schema-only file keeps the list non-empty and the column types fixed
-        files = [f"parquet/ops/{EMPTY_NAME}", *(p for (p,) in paths)]
-        listed = ", ".join(_literal(duckdb_file(base, f)) for f in files)
+        listed = listed_files(base, "parquet/ops", [p for (p,) in paths])
         connection.execute(
             f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM "
-            f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+            f"read_parquet({listed}, union_by_name = true, hive_partitioning = false)"
         )
     try:
         yield
     finally:
         connection.execute(f"DROP VIEW IF EXISTS temp.main.{TRACE_OPS}")
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def fill_op_costs(connection: duckdb.DuckDBPyConnection) -> int:

@@ -106,3 +106,15 @@ def write_empty_partitions(warehouse_dir: Path) -> None:
             tmp = target.with_name(EMPTY_NAME + ".tmp")
             schema.empty_frame(columns).write_parquet(tmp)
             tmp.replace(target)
+
+
+def sql_literal(text: str) -> str:
+    """A SQL string literal of the text (quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def listed_files(warehouse_dir: Path | str, folder: str, paths: list[str]) -> str:
+    """The SQL list of a Parquet folder's files as DuckDB reads them one by one (`duckdb_file`), its
+    schema-only file first: the list is never empty and the column types stay fixed."""
+    files = [f"{folder}/{EMPTY_NAME}", *paths]
+    return "[" + ", ".join(sql_literal(duckdb_file(warehouse_dir, f)) for f in files) + "]"

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
-from tracehouse.pipeline.warehouse.partitions import EMPTY_NAME, duckdb_file
+from tracehouse.pipeline.warehouse.partitions import listed_files
 from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, SqlFile, dependency_order
 from tracehouse.pipeline.warehouse.view_docs import comment_statements, contracts_by_relation
 
@@ -154,9 +154,11 @@ def _shadow_raw(
         # the schema-only file keeps the list non-empty and the column types fixed; each path
         # named as one file under the directory the views' globs are relative to
         base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
-        files = [f"{folder}/{EMPTY_NAME}", *paths]
-        listed = ", ".join(_literal(duckdb_file(base, p)) for p in files)
-        text = f.text[: glob.start()] + f"read_parquet([{listed}]" + f.text[glob.end() :]
+        text = (
+            f.text[: glob.start()]
+            + f"read_parquet({listed_files(base, folder, paths)}"
+            + f.text[glob.end() :]
+        )
         header = f"CREATE OR REPLACE VIEW {f.name} AS"
         if header not in text:
             raise WarehouseError(f"{f.label}: a Parquet view must start '{header}'")
@@ -187,7 +189,3 @@ def _compute(connection: duckdb.DuckDBPyConnection, f: SqlFile, created: list[tu
     columns = {row[0] for row in connection.execute(f"DESCRIBE temp.main.{f.name}").fetchall()}
     if not {"study", "run_id"} <= columns:
         raise WarehouseError(f"{f.label}: a materialized table needs study and run_id columns (kept per run)")
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
