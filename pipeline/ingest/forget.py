@@ -25,7 +25,7 @@ RUN_TABLES = (
     "projections",
     "critical_path_segments",
     "op_slack_rows",
-    "op_tree",
+    "op_calls_healed",
 )
 # The content hashes of a run's files that have partitions (parameters: study, run_id twice).
 _RUN_HASHES = (

@@ -1,48 +1,35 @@
-"""Keep the warehouse's `op_costs` table (sql/raw/op_costs.sql) holding every signature of `ops`.
+"""Give every registered trace its `op_calls` rows, also the traces stored without them.
 
-After an ingest, the signatures of ops whose names have a formula and that `op_costs` lacks are
-evaluated (pipeline/ops/costs.py) and inserted: each distinct signature once per warehouse, so
-the refresh costs what the new signatures cost, not what the new events do. Only the traces no
-fill has seen are read, from their own partitions (`trace_ops`), so that cost does not grow with
-what the warehouse already holds.
+An ingest task writes each trace's op_calls partition (pipeline/ops/calls.py). A trace registered
+by an older tracehouse has none, and one costed by other formulas (a digest of pipeline/ops) has
+stale ones: after each ingest (and when the warehouse's SQL is rebuilt) their rows are computed
+from the trace's stored ops, op_launches and steps by the same function and kept in
+`op_calls_healed` (sql/raw/op_calls_healed.sql), which the op_calls view prefers. Only traces
+lacking rows are read, from their own partitions, in batches of at most BATCH_OPS host ops; which
+partitions hold other formulas is looked up only when the formulas changed since the last look.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import duckdb
 import polars as pl
-from tracehouse.pipeline.ops.costs import FORMULA_OF, SIGNATURE_COLUMNS, op_costs
+from tracehouse.pipeline.ops.calls import LAUNCH_COLUMNS, OPS_COLUMNS, STEP_COLUMNS, op_calls_frame
 from tracehouse.pipeline.ops.version import formulas_version
-from tracehouse.pipeline.warehouse.partitions import listed_files, sql_literal
+from tracehouse.pipeline.warehouse.partitions import listed_files
 
-COLUMNS = (*SIGNATURE_COLUMNS, "formula", "flops", "bytes", "dtype", "formulas_version")
-# The TEMP view of the `ops` rows of the traces a fill reads (`trace_ops`).
-TRACE_OPS = "fill_ops"
-# Host ops a fill reads at once (about 100 bytes each in the frames it builds): a 1,024-rank
-# study's ops at once, after new formulas made every row stale, would take gigabytes.
+HEALED = "op_calls_healed"
+# Host ops a batch reads at once (about 100 bytes each in the frames it builds): a 1,024-rank
+# study's ops at once, after new formulas made every partition stale, would take gigabytes.
 BATCH_OPS = 2_000_000
-# The registered traces with host ops that `op_tree` holds no rows of: the ones no fill has seen
-# (a trace registered by an older tracehouse, without n_ops, counts as having some). Where `ops`
-# is held in DuckDB itself (no Parquet partitions: a test's hand-made tables) it names them itself.
-PENDING_TRACES = """
-SELECT DISTINCT content_hash FROM {source}
-WHERE content_hash NOT IN (SELECT DISTINCT content_hash FROM op_tree)
-ORDER BY content_hash
-"""
-_NEW_SIGNATURES = f"""
-SELECT DISTINCT o.name, o.input_dims, o.input_types, o.concrete_inputs
-FROM {TRACE_OPS} AS o
-WHERE o.kind = 'cpu_op' AND list_contains(?, o.name)
-    AND NOT EXISTS (
-        SELECT 1 FROM op_costs AS c
-        WHERE c.name = o.name
-            AND c.input_dims IS NOT DISTINCT FROM o.input_dims
-            AND c.input_types IS NOT DISTINCT FROM o.input_types
-            AND c.concrete_inputs IS NOT DISTINCT FROM o.concrete_inputs
-    )
+# warehouse_meta: the formulas whose partitions were last checked for other formulas.
+CHECKED_KEY = "op_calls_formulas"
+_KEYS = ("study", "run_id", "rank", "content_hash")
+# Registered traces with host ops and neither an op_calls partition nor healed rows.
+_WITHOUT_ROWS = f"""
+SELECT content_hash FROM traces
+WHERE coalesce(n_ops, 1) > 0
+    AND content_hash NOT IN (SELECT content_hash FROM {HEALED})
+    AND content_hash NOT IN (SELECT content_hash FROM parquet_files WHERE table_name = 'op_calls')
 """
 
 
@@ -56,29 +43,38 @@ def has_relation(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(rows)
 
 
-def pending_traces(connection: duckdb.DuckDBPyConnection, *, every: bool = False) -> list[str]:
-    """The content hashes of PENDING_TRACES; `every`: of all registered traces with host ops."""
-    if has_relation(connection, "parquet_files"):
-        source = "(SELECT content_hash FROM traces WHERE coalesce(n_ops, 1) > 0)"
-    else:
-        source = "ops"
-    query = PENDING_TRACES.format(source=source)
-    if every:
-        query = f"SELECT DISTINCT content_hash FROM {source} ORDER BY content_hash"
-    return [h for (h,) in connection.execute(query).fetchall()]
+def heal_op_calls(connection: duckdb.DuckDBPyConnection) -> int:
+    """Compute the op_calls rows of the registered traces without current ones; rows added.
+
+    Healed rows of traces no longer registered, or of other formulas, are dropped first.
+    """
+    if not (has_relation(connection, HEALED) and has_relation(connection, "parquet_files")):
+        return 0  # a test's hand-made tables stand in for op_calls themselves
+    version = formulas_version()
+    connection.execute(
+        f"DELETE FROM {HEALED} "
+        "WHERE formulas_version <> ? OR content_hash NOT IN (SELECT content_hash FROM traces)",
+        [version],
+    )
+    wanted = {h for (h,) in connection.execute(_WITHOUT_ROWS).fetchall()}
+    if _meta(connection, CHECKED_KEY) != version:
+        wanted |= _costed_otherwise(connection, version)
+        _set_meta(connection, CHECKED_KEY, version)
+    added = 0
+    for batch in trace_batches(connection, sorted(wanted)):
+        added += _heal_batch(connection, batch, version)
+    return added
 
 
 def trace_batches(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> list[list[str]]:
     """The traces in batches of at most BATCH_OPS host ops each (`traces.n_ops`; one trace may exceed
     it alone), in their order."""
-    sizes = {}
-    if has_relation(connection, "parquet_files"):  # a warehouse (a test's hand-made tables: one batch)
-        sizes = dict(
-            connection.execute(
-                "SELECT content_hash, coalesce(n_ops, 0) FROM traces WHERE list_contains(?, content_hash)",
-                [hashes],
-            ).fetchall()
-        )
+    sizes = dict(
+        connection.execute(
+            "SELECT content_hash, coalesce(n_ops, 0) FROM traces WHERE list_contains(?, content_hash)",
+            [hashes],
+        ).fetchall()
+    )
     batches: list[list[str]] = []
     held = 0
     for h in hashes:
@@ -90,63 +86,101 @@ def trace_batches(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> l
     return batches
 
 
-@contextmanager
-def trace_ops(connection: duckdb.DuckDBPyConnection, hashes: list[str]) -> Iterator[None]:
-    """Within the block, TRACE_OPS shows the `ops` rows of these traces, read from their own registered
-    files rather than through the view's glob over every partition (at 50M events, thousands of
-    files: the fills after an ingest read what it added)."""
-    if not has_relation(connection, "parquet_files"):  # `ops` held in DuckDB itself (a test's tables)
-        connection.execute(
-            f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM ops "
-            f"WHERE list_contains([{', '.join(map(sql_literal, hashes))}]::VARCHAR[], content_hash)"
+def stored_rows(
+    connection: duckdb.DuckDBPyConnection, table: str, hashes: list[str], columns: tuple[str, ...]
+) -> pl.DataFrame:
+    """These columns (and content_hash) of a Parquet table's rows of these traces, read from their own
+    registered files rather than through the view's glob over every partition (at 50M events,
+    thousands of files: a heal after an ingest reads what it needs)."""
+    paths = connection.execute(
+        "SELECT path FROM parquet_files "
+        "WHERE table_name = ? AND list_contains(?, content_hash) ORDER BY path",
+        [table, hashes],
+    ).fetchall()
+    base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
+    listed = listed_files(base, f"parquet/{table}", [p for (p,) in paths])
+    wanted = ", ".join(dict.fromkeys(("content_hash", *columns)))
+    return connection.sql(
+        f"SELECT {wanted} FROM read_parquet({listed}, union_by_name = true, hive_partitioning = false)"
+    ).pl()
+
+
+def _heal_batch(connection: duckdb.DuckDBPyConnection, hashes: list[str], version: str) -> int:
+    """Compute these traces' op_calls rows from their stored frames and insert them; how many."""
+    ops = stored_rows(connection, "ops", hashes, OPS_COLUMNS).partition_by("content_hash", as_dict=True)
+    launches = stored_rows(connection, "op_launches", hashes, LAUNCH_COLUMNS).partition_by(
+        "content_hash", as_dict=True
+    )
+    steps = stored_rows(connection, "steps", hashes, STEP_COLUMNS).partition_by("content_hash", as_dict=True)
+    keys = connection.execute(
+        f"SELECT {', '.join(_KEYS)} FROM traces WHERE list_contains(?, content_hash)", [hashes]
+    ).fetchall()
+    frames = []
+    for study, run_id, rank, content_hash in keys:
+        of_trace = (content_hash,)
+        if of_trace not in ops:
+            continue
+        calls = op_calls_frame(
+            ops[of_trace],
+            launches.get(of_trace, pl.DataFrame(schema=dict.fromkeys(LAUNCH_COLUMNS, pl.Int64))),
+            steps.get(of_trace, pl.DataFrame()),
+            version=version,
         )
-    else:
-        paths = connection.execute(
-            "SELECT path FROM parquet_files WHERE table_name = 'ops' AND list_contains(?, content_hash) "
-            "ORDER BY path",
-            [hashes],
-        ).fetchall()
-        base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
-        listed = listed_files(base, "parquet/ops", [p for (p,) in paths])
-        connection.execute(
-            f"CREATE OR REPLACE TEMP VIEW {TRACE_OPS} AS SELECT * FROM "
-            f"read_parquet({listed}, union_by_name = true, hive_partitioning = false)"
+        frames.append(
+            calls.with_columns(
+                pl.lit(study).alias("study"),
+                pl.lit(run_id).alias("run_id"),
+                pl.lit(rank, dtype=pl.Int32).alias("rank"),
+                pl.lit(content_hash).alias("content_hash"),
+            )
         )
-    try:
-        yield
-    finally:
-        connection.execute(f"DROP VIEW IF EXISTS temp.main.{TRACE_OPS}")
-
-
-def fill_op_costs(connection: duckdb.DuckDBPyConnection) -> int:
-    """Evaluate and store the signatures `op_costs` lacks; return how many were added.
-
-    Only the traces no fill has seen are read (PENDING_TRACES), unless the formulas changed: then
-    every signature of the warehouse is evaluated again. Traces are read in batches (BATCH_OPS).
-    """
-    if not (has_relation(connection, "ops") and has_relation(connection, "op_costs")):
+    rows = pl.concat(frames) if frames else pl.DataFrame()
+    if rows.is_empty():
         return 0
-    version = formulas_version()
-    outdated = connection.execute("SELECT count(*) FROM op_costs WHERE formulas_version <> ?", [version])
-    every = bool(outdated.fetchall()[0][0]) or not has_relation(connection, "op_tree")
-    connection.execute("DELETE FROM op_costs WHERE formulas_version <> ?", [version])
-    added = 0
-    for batch in trace_batches(connection, pending_traces(connection, every=every)):
-        with trace_ops(connection, batch):
-            found = connection.execute(_NEW_SIGNATURES, [sorted(FORMULA_OF)]).fetchall()
-        added += _insert_costs(connection, found, version)
-    return added
-
-
-def _insert_costs(connection: duckdb.DuckDBPyConnection, found: list[tuple], version: str) -> int:
-    """Evaluate new signatures and insert their rows; how many."""
-    new = pl.DataFrame(found, schema=dict.fromkeys(SIGNATURE_COLUMNS, pl.String), orient="row")
-    if new.is_empty():
-        return 0
-    rows = op_costs(new).with_columns(pl.lit(version).alias("formulas_version")).select(COLUMNS)
-    connection.register("new_op_costs", rows.to_arrow())
+    connection.register("new_op_calls", rows.to_arrow())
     try:
-        connection.execute(f"INSERT INTO op_costs ({', '.join(COLUMNS)}) SELECT * FROM new_op_costs")
+        connection.execute(f"INSERT INTO {HEALED} BY NAME SELECT * FROM new_op_calls")
     finally:
-        connection.unregister("new_op_costs")
+        connection.unregister("new_op_calls")
     return rows.height
+
+
+def _costed_otherwise(connection: duckdb.DuckDBPyConnection, version: str) -> set[str]:
+    """The registered traces whose op_calls partitions were costed by other formulas."""
+    paths = [
+        p
+        for (p,) in connection.execute(
+            "SELECT path FROM parquet_files WHERE table_name = 'op_calls'"
+        ).fetchall()
+    ]
+    if not paths:
+        return set()
+    base = connection.execute("SELECT current_setting('file_search_path')").fetchall()[0][0]
+    listed = listed_files(base, "parquet/op_calls", paths)
+    rows = connection.execute(
+        f"SELECT DISTINCT content_hash FROM read_parquet({listed}, union_by_name = true) "
+        "WHERE formulas_version IS DISTINCT FROM ? AND content_hash IN (SELECT content_hash FROM traces)",
+        [version],
+    ).fetchall()
+    return {h for (h,) in rows}
+
+
+def _own_meta(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether this connection's own database holds warehouse_meta (not a read-only attached one)."""
+    rows = connection.execute(
+        "SELECT 1 FROM duckdb_tables() "
+        "WHERE table_name = 'warehouse_meta' AND database_name = current_database()"
+    ).fetchall()
+    return bool(rows)
+
+
+def _meta(connection: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    if not has_relation(connection, "warehouse_meta"):
+        return None
+    rows = connection.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _set_meta(connection: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+    if _own_meta(connection):  # a query's in-memory rebuild looks again next time
+        connection.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [key, value])

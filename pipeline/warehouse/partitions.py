@@ -38,6 +38,7 @@ PARQUET_TABLES: dict[str, dict[str, pl.DataType]] = {
     "process_groups": {**_TRACE_KEYS, **schema.PROCESS_GROUPS},
     "ops": {**_TRACE_KEYS, **schema.OPS},
     "op_launches": {**_TRACE_KEYS, **schema.OP_LAUNCHES},
+    "op_calls": {**_TRACE_KEYS, **schema.OP_CALLS},
     "memory_events": {**_TRACE_KEYS, **schema.MEMORY_EVENTS},
     "power_samples": {**_POWER_KEYS, **schema.POWER_SAMPLES},
 }
@@ -49,6 +50,7 @@ TRACE_TABLES = (
     "process_groups",
     "ops",
     "op_launches",
+    "op_calls",
     "memory_events",
 )
 CHECKSUM_CHUNK = 1 << 20

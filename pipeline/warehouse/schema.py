@@ -101,6 +101,26 @@ OP_LAUNCHES: dict[str, pl.DataType] = {
     "module": pl.String,  # the module path of op_id, else of fwd_op_id (backward kernels)
 }
 
+# One row per host cpu_op call of a rank trace, with what the op views sum (computed from the
+# trace's OPS, OP_LAUNCHES and STEPS by pipeline/ops/calls.py; the rules: sql/raw/op_calls.sql).
+OP_CALLS: dict[str, pl.DataType] = {
+    "gpu_rank": pl.Boolean,  # the trace has GPU events
+    "on_timeline": pl.Boolean,  # the call is on the timeline the breakdown measures
+    "step": pl.Int64,  # the ProfilerStep whose host window holds the call's start; NULL outside
+    "op_id": pl.Int64,  # as OPS
+    "name": pl.String,
+    "module": pl.String,  # its module path, else that of the forward op its kernels are linked to
+    "phase": pl.String,  # forward | backward | optimizer
+    "self_ns": pl.Int64,  # its duration less its direct children's, at least 0
+    "device_ns": pl.Int64,  # the GPU events it launched itself
+    "device_events": pl.Int64,
+    "flops": pl.Int64,  # its formula's FLOPs (docs/flops.md); NULL without one
+    "counted_flops": pl.Int64,  # counted once: 0 where a descendant does work
+    "counted_bytes": pl.Int64,  # counted once: 0 also inside a counted unit of work
+    "dtype": pl.String,  # the compute dtype whose peak bounds it
+    "formulas_version": pl.String,  # the formulas that costed it (pipeline/ops/version.py)
+}
+
 # One row per `[memory]` instant event (ph i; profile_memory=True): an allocation (bytes > 0)
 # or a free (bytes < 0) by the caching allocator. Values as written (bytes).
 MEMORY_EVENTS: dict[str, pl.DataType] = {

@@ -46,30 +46,21 @@ SEEDS: dict[str, Callable[[], list[tuple[object, ...]]]] = {
 }
 
 
-def _fill_op_costs(connection: duckdb.DuckDBPyConnection) -> None:
-    """Evaluate the op signatures `op_costs` lacks (imported here: polars loads only when needed)."""
-    from tracehouse.pipeline.ops.store import fill_op_costs
+def _heal_op_calls(connection: duckdb.DuckDBPyConnection) -> None:
+    """Compute the op_calls rows of the traces stored without them (imported here: polars loads
+    only when needed)."""
+    from tracehouse.pipeline.ops.store import heal_op_calls
 
-    fill_op_costs(connection)
-
-
-def _fill_op_tree(connection: duckdb.DuckDBPyConnection) -> None:
-    """Walk the call trees of the traces `op_tree` lacks (imported here: numpy loads only when needed)."""
-    from tracehouse.pipeline.ops.tree_facts import fill_op_tree
-
-    fill_op_tree(connection)
+    heal_op_calls(connection)
 
 
 # Raw tables whose rows tracehouse computes in Python from the warehouse's own data: the runner
 # fills each right after its file runs (its inputs are raw relations, created before it), and the
 # warehouse again after every ingest, before it refreshes the materialized tables.
-FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    "op_costs": _fill_op_costs,
-    "op_tree": _fill_op_tree,  # after op_costs: which calls do work
-}
+FILLED: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {"op_calls_healed": _heal_op_calls}
 # The version of the code that computes each FILLED table's rows: part of the warehouse's SQL
 # digest, so new formulas rebuild the table and everything computed from it.
-FILLED_VERSIONS: dict[str, Callable[[], str]] = {"op_costs": formulas_version, "op_tree": formulas_version}
+FILLED_VERSIONS: dict[str, Callable[[], str]] = {"op_calls_healed": formulas_version}
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _CREATES = re.compile(r"^CREATE\s+OR\s+REPLACE\s+(?P<kind>TABLE|VIEW)\b", re.IGNORECASE | re.MULTILINE)

@@ -1,63 +1,65 @@
-"""op_costs holds each signature of `ops` whose name has a formula, evaluated once."""
+"""op_calls of a trace costed by other formulas: its rows are computed again from the stored frames
+(op_calls_healed) and shown instead of the stale partition's; healed rows follow the traces."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
+import polars as pl
+import pytest
+from support.testdata import sample_runs
+from tracehouse.pipeline.ingest.driver import ingest
+from tracehouse.pipeline.ingest.forget import forget_run
 from tracehouse.pipeline.ops import store
-from tracehouse.pipeline.warehouse.sql_runner import create_relations, load_sql_files
-
-MM = ("aten::mm", "[[256, 128], [128, 128]]", '["float", "float"]', '["", ""]')
-VIEW = ("aten::view", "[[4, 64], []]", '["long int", "ScalarList"]', '["", "[-1]"]')
-NO_SHAPES = ("aten::addmm", None, None, None)
+from tracehouse.pipeline.warehouse import sql_runner
+from tracehouse.pipeline.warehouse.database import connect, create_views
 
 
-def _warehouse(*calls: tuple[str, str | None, str | None, str | None]) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    create_relations(con, [f for f in load_sql_files() if f.name == "op_costs"])
-    con.execute(
-        "CREATE TABLE ops (kind VARCHAR, name VARCHAR, input_dims VARCHAR, input_types VARCHAR, "
-        "concrete_inputs VARCHAR, content_hash VARCHAR DEFAULT 'h')"
-    )
-    con.executemany("INSERT INTO ops VALUES ('cpu_op', ?, ?, ?, ?, 'h')", [list(c) for c in calls])
-    return con
+def _rows(warehouse: Path, sql: str) -> list[tuple]:
+    with connect(warehouse, read_only=True) as c:
+        return c.sql(sql).fetchall()
 
 
-def test_each_signature_evaluated_once_and_only_names_with_a_formula() -> None:
-    con = _warehouse(MM, MM, VIEW, NO_SHAPES)
-    assert store.fill_op_costs(con) == 2  # mm once; addmm without shapes; view has no formula
-    rows = con.execute("SELECT name, formula, flops, bytes, dtype FROM op_costs ORDER BY name").fetchall()
-    assert rows == [
-        ("aten::addmm", None, None, None, None),
-        ("aten::mm", "mm", 2 * 256 * 128 * 128, 4 * (256 * 128 + 128 * 128 + 256 * 128), "fp32"),
-    ]
-    assert store.fill_op_costs(con) == 0  # nothing new
-    con.execute(
-        "INSERT INTO ops VALUES ('cpu_op', 'aten::mm', '[[2, 3], [3, 4]]', "
-        "'[\"float\", \"float\"]', NULL, 'h')"
-    )
-    assert store.fill_op_costs(con) == 1
+def _op_calls(warehouse: Path) -> pl.DataFrame:
+    with connect(warehouse, read_only=True) as c:
+        frame = c.sql("SELECT * FROM op_calls").pl()
+    return frame.sort(frame.columns, nulls_last=True)
 
 
-def test_rows_of_other_formulas_are_recomputed() -> None:
-    con = _warehouse(MM)
-    store.fill_op_costs(con)
-    con.execute("UPDATE op_costs SET flops = 1, formulas_version = 'old'")
-    assert store.fill_op_costs(con) == 1
-    assert con.execute("SELECT flops FROM op_costs").fetchall() == [(2 * 256 * 128 * 128,)]
+@pytest.mark.slow
+def test_new_formulas_recompute_every_trace_and_the_stale_partitions_stay_hidden(tmp_path, monkeypatch):
+    warehouse = tmp_path / "wh"
+    assert not ingest(sample_runs()[:1], warehouse).failed
+    assert _rows(warehouse, "SELECT count(*) FROM op_calls_healed") == [(0,)]  # the tasks wrote them all
+    before = _op_calls(warehouse)
+    traces = _rows(warehouse, "SELECT count(*) FROM traces")[0][0]
+
+    monkeypatch.setattr(store, "formulas_version", lambda: "other formulas")
+    monkeypatch.setitem(sql_runner.FILLED_VERSIONS, "op_calls_healed", lambda: "other formulas")
+    with connect(warehouse) as c:  # the SQL digest moved: every relation is rebuilt, op_calls healed
+        create_views(c)
+    assert _rows(
+        warehouse, "SELECT count(DISTINCT content_hash), min(formulas_version) FROM op_calls_healed"
+    ) == [(traces, "other formulas")]
+    after = _op_calls(warehouse)
+    assert after.height == before.height  # the partitions' rows are not shown beside the healed ones
+    assert after.equals(before)  # the same formulas in fact: the same numbers
+    with connect(warehouse) as c:
+        assert store.heal_op_calls(c) == 0  # checked once per formulas version
 
 
-def test_a_warehouse_without_ops_is_left_alone() -> None:
-    con = duckdb.connect()
-    create_relations(con, [f for f in load_sql_files() if f.name == "op_costs"])
-    assert store.fill_op_costs(con) == 0
-
-
-def test_new_formulas_change_the_warehouse_sql_digest(monkeypatch) -> None:
-    # a warehouse whose digest differs rebuilds every relation: op_costs is refilled (rows of
-    # other formulas purged) and op_calls recomputed from it
-    from tracehouse.pipeline.warehouse import database, sql_runner
-
-    files = load_sql_files()
-    before = database.sql_digest(files)
-    monkeypatch.setitem(sql_runner.FILLED_VERSIONS, "op_costs", lambda: "other formulas")
-    assert database.sql_digest(files) != before
+@pytest.mark.slow
+def test_forgetting_a_run_drops_its_healed_rows(tmp_path):
+    warehouse = tmp_path / "wh"
+    first, second = sample_runs()[:2]
+    assert not ingest([first, second], warehouse).failed
+    with duckdb.connect(str(warehouse / "tracehouse.duckdb")) as c:
+        c.execute("DELETE FROM parquet_files WHERE table_name = 'op_calls'")  # as an older tracehouse
+    with connect(warehouse) as c:
+        assert store.heal_op_calls(c) > 0
+    runs = _rows(warehouse, "SELECT DISTINCT study, run_id FROM op_calls_healed ORDER BY ALL")
+    assert len(runs) == 2
+    forget_run(warehouse, runs[0][1], study=runs[0][0])
+    assert _rows(warehouse, "SELECT DISTINCT study, run_id FROM op_calls_healed") == [runs[1]]
+    assert _rows(warehouse, "SELECT DISTINCT study, run_id FROM op_calls") == [runs[1]]

@@ -1,9 +1,11 @@
-"""op_tree (pipeline/ops/tree_facts.py): each op's phase and place relative to the calls doing work.
+"""Each op's phase and place relative to the calls doing work (pipeline/ops/tree_facts.py), as
+op_calls holds them (phase, counted_flops, counted_bytes):
 
 * generated forests (Hypothesis) against a brute-force oracle that walks every op's ancestors;
 * a hand-built tree, worked out below;
-* on the sample study and shared GPU traces, the rows equal the recursive SQL definition op_calls
-  used before (walks over `ops` by parent_id, one level per pass), op by op.
+* on the sample study and shared GPU traces, op_calls agrees with the recursive SQL definition
+  op_calls used before (walks over `ops` by parent_id, one level per pass), op by op;
+* rows healed by the driver (traces stored without op_calls) equal the ones the tasks wrote.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ def _facts(nodes: list[dict]) -> dict:
         [{"trace_no": n["trace_no"], "op_id": n["op_id"]} for n in nodes if n["works"]],
         schema={"trace_no": pl.Int64, "op_id": pl.Int64},
     )
-    out = tree_facts(ops, working)
-    return {
-        (r["trace_no"], r["op_id"]): (r["phase"], r["above_work"], r["inside_unit"]) for r in out.to_dicts()
-    }
+    out = {}
+    for (trace,), tree in ops.partition_by("trace_no", as_dict=True).items():  # one tree per trace
+        works = working.filter(pl.col("trace_no") == trace)["op_id"]
+        for r in tree_facts(tree.drop("trace_no"), works).to_dicts():
+            out[(trace, r["op_id"])] = (r["phase"], r["above_work"], r["inside_unit"])
+    return out
 
 
 def _oracle(nodes: list[dict]) -> dict:
@@ -123,14 +127,13 @@ def test_a_hand_built_tree() -> None:
     }
 
 
-# The definition op_calls used before op_tree: recursive walks over `ops`, one level per pass.
+# The definition op_calls used before the tree walks: recursive walks over `ops`, one level per pass
+# (which calls do work: op_calls.flops > 0).
 RECURSIVE = """
 WITH RECURSIVE costed AS (
     SELECT o.*, c.flops FROM ops AS o
-    LEFT JOIN op_costs AS c ON o.kind = 'cpu_op' AND c.name = o.name
-        AND c.input_dims IS NOT DISTINCT FROM o.input_dims
-        AND c.input_types IS NOT DISTINCT FROM o.input_types
-        AND c.concrete_inputs IS NOT DISTINCT FROM o.concrete_inputs
+    LEFT JOIN op_calls AS c ON o.kind = 'cpu_op' AND c.study = o.study AND c.run_id = o.run_id
+        AND c.rank = o.rank AND c.op_id = o.op_id
 ),
 above_work(content_hash, op_id) AS (
     SELECT content_hash, parent_id FROM costed WHERE flops > 0 AND parent_id IS NOT NULL
@@ -160,7 +163,7 @@ phased(content_hash, op_id, phase) AS (
         WHEN starts_with(o.name, 'Optimizer.') THEN 'optimizer' ELSE 'forward' END
     FROM ops AS o JOIN phased AS p ON o.content_hash = p.content_hash AND o.parent_id = p.op_id
 )
-SELECT o.content_hash, o.op_id, ph.phase,
+SELECT o.study, o.run_id, o.rank, o.op_id, ph.phase,
     a.op_id IS NOT NULL AS above_work, i.op_id IS NOT NULL AS inside_unit
 FROM ops AS o
 LEFT JOIN (SELECT DISTINCT * FROM above_work) AS a ON o.content_hash = a.content_hash AND o.op_id = a.op_id
@@ -168,17 +171,24 @@ LEFT JOIN (SELECT DISTINCT * FROM inside_unit) AS i ON o.content_hash = i.conten
 LEFT JOIN phased AS ph ON o.content_hash = ph.content_hash AND o.op_id = ph.op_id
 WHERE o.kind = 'cpu_op'
 """
+# op_calls' columns as the definition gives them: the phase, FLOPs counted only where no descendant
+# works, bytes 0 where one does or an ancestor is the unit (else its bytes, not checked here).
+DISAGREEING = """
+SELECT count(*) FROM oracle AS o
+FULL JOIN op_calls AS c USING (study, run_id, rank, op_id)
+WHERE o.op_id IS NULL OR c.op_id IS NULL OR o.phase IS DISTINCT FROM c.phase
+    OR c.counted_flops IS DISTINCT FROM
+        CASE WHEN c.flops IS NULL THEN NULL WHEN o.above_work THEN 0 ELSE c.flops END
+    OR (c.flops IS NOT NULL AND (o.above_work OR o.inside_unit) AND c.counted_bytes IS DISTINCT FROM 0)
+"""
 
 
-def _equal_to_the_recursive_definition(warehouse_dir: Path) -> int:
+def _equal_to_the_recursive_definition(warehouse_dir: Path) -> tuple[int, tuple[int, int]]:
     from tracehouse.pipeline.warehouse import database
 
     with database.open_for_query(warehouse_dir) as con:
         con.execute(f"CREATE TEMP TABLE oracle AS {RECURSIVE}")
-        stored = "SELECT content_hash, op_id, phase, above_work, inside_unit FROM op_tree"
-        extra = con.sql(f"SELECT count(*) FROM ({stored} EXCEPT ALL SELECT * FROM oracle)").fetchall()[0][0]
-        lost = con.sql(f"SELECT count(*) FROM (SELECT * FROM oracle EXCEPT ALL {stored})").fetchall()[0][0]
-        assert (extra, lost) == (0, 0)
+        assert con.sql(DISAGREEING).fetchall()[0][0] == 0
         worked = con.sql(
             "SELECT count(*) FILTER (above_work), count(*) FILTER (inside_unit) FROM oracle"
         ).fetchall()
@@ -210,34 +220,62 @@ def test_shared_gpu_traces_equal_the_recursive_definition(tmp_path) -> None:
     assert rows > 10_000 and above > 0
 
 
+def _op_calls(warehouse_dir: Path) -> pl.DataFrame:
+    from tracehouse.pipeline.warehouse import database
+
+    with database.open_for_query(warehouse_dir) as con:
+        frame = con.sql("SELECT * FROM op_calls").pl()
+    return frame.sort(frame.columns, nulls_last=True)
+
+
+def _unregister_op_calls(warehouse_dir: Path) -> None:
+    """Make the warehouse look ingested by an older tracehouse: no trace has an op_calls partition."""
+    import duckdb
+
+    with duckdb.connect(str(warehouse_dir / "tracehouse.duckdb")) as c:
+        c.execute("DELETE FROM parquet_files WHERE table_name = 'op_calls'")
+
+
 @pytest.mark.slow
-def test_traces_walked_in_batches_equal_the_recursive_definition(tmp_path, monkeypatch) -> None:
-    """The fill walks the pending traces in batches of at most BATCH_OPS host ops (one trace may be a
-    batch alone): with small batches, one ingest of several runs stores the same rows."""
+def test_traces_stored_without_op_calls_are_healed_in_batches_to_the_same_rows(tmp_path, monkeypatch) -> None:
+    """A warehouse whose traces have no op_calls partition (an older tracehouse) gets their rows from
+    the stored ops, op_launches and steps at the next ingest, in batches of at most BATCH_OPS host ops
+    (one trace may be a batch alone): the same rows the tasks wrote, and the next ingest reads none."""
+    import duckdb
     from support.testdata import sample_runs
     from tracehouse.pipeline.ingest.driver import ingest
-    from tracehouse.pipeline.ops import store, tree_facts
+    from tracehouse.pipeline.ops import store
 
+    *first, second, third = sample_runs()[:5]
+    assert not ingest(first, tmp_path / "wh").failed
+    written = _op_calls(tmp_path / "wh")
+    _unregister_op_calls(tmp_path / "wh")
     batches: list[int] = []
-    walk = tree_facts._fill_batch
+    heal = store._heal_batch
 
     def counted(connection, hashes, version):
         batches.append(len(hashes))
-        return walk(connection, hashes, version)
+        return heal(connection, hashes, version)
 
     monkeypatch.setattr(store, "BATCH_OPS", 30_000)
-    monkeypatch.setattr(tree_facts, "_fill_batch", counted)
-    summary = ingest(sample_runs()[:3], tmp_path / "wh")
-    assert summary.failed == [], summary.failed
-    assert len(batches) > 1 and max(batches) > 1 and sum(batches) == summary.loaded
+    monkeypatch.setattr(store, "_heal_batch", counted)
+    assert not ingest([second], tmp_path / "wh").failed
+    with duckdb.connect(str(tmp_path / "wh" / "tracehouse.duckdb"), read_only=True) as c:
+        first_traces = c.sql(f"SELECT count(*) FROM traces WHERE path NOT LIKE '{second}%'").fetchall()[0][0]
+        healed = c.sql("SELECT count(DISTINCT content_hash) FROM op_calls_healed").fetchall()[0][0]
+    assert len(batches) > 1 and max(batches) > 1 and sum(batches) == first_traces == healed
+    both = _op_calls(tmp_path / "wh")
+    assert both.filter(pl.col("run_id").is_in(written["run_id"].unique().implode())).equals(written)
+    batches.clear()
+    assert not ingest([third], tmp_path / "wh").failed
+    assert batches == []  # healed once
     rows, _ = _equal_to_the_recursive_definition(tmp_path / "wh")
     assert rows > 10_000
 
 
-def test_an_ingest_reads_only_the_ops_of_the_traces_it_adds(tmp_path, monkeypatch) -> None:
-    """The fills after an ingest (op_costs, op_tree) read the ops of the traces no fill has seen, from
-    their own partitions: the second run's ingest reads none of the first run's traces."""
-    import duckdb
+def test_an_ingest_reads_no_stored_ops(tmp_path, monkeypatch) -> None:
+    """The tasks write each trace's op_calls: an ingest into a warehouse whose traces all have them
+    reads no stored partition of ops, op_launches or steps."""
     from support.testdata import sample_runs
     from tracehouse.pipeline.ingest.driver import ingest
     from tracehouse.pipeline.ops import store
@@ -245,21 +283,7 @@ def test_an_ingest_reads_only_the_ops_of_the_traces_it_adds(tmp_path, monkeypatc
     first, second = sample_runs()[:2]
     assert not ingest([first], tmp_path / "wh").failed
     read: list[str] = []
-    scoped = store.trace_ops
-
-    def recorded(connection, hashes):
-        read.extend(hashes)
-        return scoped(connection, hashes)
-
-    monkeypatch.setattr(store, "trace_ops", recorded)
-    import tracehouse.pipeline.ops.tree_facts as tree_facts
-
-    monkeypatch.setattr(tree_facts, "trace_ops", recorded)
+    monkeypatch.setattr(store, "stored_rows", lambda connection, table, hashes, columns: read.append(table))
     assert not ingest([second], tmp_path / "wh").failed
-    with duckdb.connect(str(tmp_path / "wh" / "tracehouse.duckdb"), read_only=True) as c:
-        added = {
-            h for (h,) in c.sql(f"SELECT content_hash FROM traces WHERE path LIKE '{second}%'").fetchall()
-        }
-    assert added and set(read) == added  # op_costs' read, then op_tree's: the new traces only
-    rows, _ = _equal_to_the_recursive_definition(tmp_path / "wh")
-    assert rows > 10_000
+    assert read == []
+    assert _op_calls(tmp_path / "wh").height > 10_000

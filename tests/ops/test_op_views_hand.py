@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from tracehouse.pipeline.ops.store import fill_op_costs
+from support.analysis_rawdb import op_calls_of, register
 from tracehouse.pipeline.warehouse.sql_runner import create_relations, sql_file
 
 SQL = Path(__file__).resolve().parents[2] / "sql"
@@ -63,26 +63,21 @@ def build(ops: list[tuple], launches: list[tuple]) -> duckdb.DuckDBPyConnection:
     con.executemany("INSERT INTO op_launches VALUES ('s', 'r', 0, ?, ?, ?)", [list(x) for x in launches])
     con.execute(
         "CREATE TABLE steps AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, 7::BIGINT AS step, "
-        "0::BIGINT AS ts_unix_ns, 10000::BIGINT AS dur_ns"
+        "0::BIGINT AS ts_unix_ns, 10000::BIGINT AS dur_ns, '1' AS pid, '1' AS tid"
     )
     con.execute(
         "CREATE TABLE traces AS SELECT 's' AS study, 'r' AS run_id, 0 AS rank, 'h' AS content_hash, "
         f"{len(ops)}::BIGINT AS n_ops, 'NVIDIA H100 80GB HBM3' AS device_name"
     )
-    # a GPU rank has no main thread
-    con.execute(
-        "CREATE TABLE cpu_main_threads (study VARCHAR, run_id VARCHAR, rank INTEGER, pid VARCHAR, "
-        "tid VARCHAR)"
-    )
+    register(con, "op_calls", op_calls_of(con))  # as the ingest task computes them
     # the relations under test, over the hand-built raw tables above
-    wanted = ["raw/op_costs", "raw/op_tree", "seeds/device_peaks", "materialized/op_calls",
-              "views/staging/op_rates", "views/marts/op_breakdown", "views/marts/module_breakdown",
+    wanted = ["seeds/device_peaks", "views/staging/op_rates", "views/marts/op_breakdown",
+              "views/marts/module_breakdown",
               "views/staging/run_compute_efficiency"]  # fmt: skip
     files = [
         sql_file(w.rsplit("/", 1)[1], w.rsplit("/", 1)[0], (SQL / f"{w}.sql").read_text()) for w in wanted
     ]
     create_relations(con, files)
-    fill_op_costs(con)
     return con
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import duckdb
 import polars as pl
+from tracehouse.pipeline.ops.calls import LAUNCH_COLUMNS, OPS_COLUMNS, STEP_COLUMNS, op_calls_frame
+from tracehouse.pipeline.ops.version import formulas_version
 from tracehouse.pipeline.warehouse import schema
 from tracehouse.pipeline.warehouse.sql_runner import (
-    FILLED,
     RAW_LAYER,
     SqlFile,
     create_relations,
@@ -188,6 +189,7 @@ def fill(
     }
     for table, rows_ in frames.items():
         register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
+    register(con, "op_calls", op_calls_of(con))
     register(con, "traces", pl.DataFrame(_traces(traces, events, defaults), schema=TRACES))
     man_defaults = {"study": study, "run_id": run_id, "dp": 1, "tp": 1, "pp": 1, "nodes": 1}
     register(
@@ -199,9 +201,33 @@ def fill(
         pl.DataFrame([{"study": study, "run_id": run_id, **p} for p in power], schema=POWER),
     )
     if _has_materialized(con):
-        for fill_table in FILLED.values():  # op_costs, then op_tree (which calls do work)
-            fill_table(con)
         refresh(con)
+
+
+def op_calls_of(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The op_calls rows of the hand-made ops, op_launches and steps, per rank (what the ingest
+    task computes per trace, by the same function)."""
+    key = ["study", "run_id", "rank"]
+    ops = con.sql(f"SELECT {', '.join(key)}, {', '.join(OPS_COLUMNS)} FROM ops").pl()
+    launches = con.sql(f"SELECT {', '.join(key)}, {', '.join(LAUNCH_COLUMNS)} FROM op_launches").pl()
+    steps = con.sql(f"SELECT {', '.join(key)}, {', '.join(STEP_COLUMNS)} FROM steps").pl()
+    launches_of = launches.partition_by(key, as_dict=True)
+    steps_of = steps.partition_by(key, as_dict=True)
+    frames = [
+        op_calls_frame(
+            group,
+            launches_of.get(values, launches.clear()),
+            steps_of.get(values, steps.clear()),
+            version=formulas_version(),
+        ).select(*(pl.lit(v).alias(k) for k, v in zip(key, values, strict=True)), pl.all())
+        for values, group in ops.partition_by(key, as_dict=True).items()
+    ]
+    empty = pl.DataFrame(
+        schema={"study": pl.String, "run_id": pl.String, "rank": pl.Int32, **schema.OP_CALLS}
+    )
+    return (
+        pl.concat([empty, *frames], how="diagonal_relaxed").cast({"rank": pl.Int32}).drop("formulas_version")
+    )
 
 
 def _traces(traces: list[dict], events: list[dict], defaults: dict) -> list[dict]:
@@ -228,7 +254,7 @@ def view_files() -> list[SqlFile]:
 
 
 # Raw tables `fill` does not stand in for: their own SQL creates them (empty) for the views that read them.
-UNFILLED_RAW = ("network_curve_points", "op_costs", "op_tree", "critical_path_segments", "op_slack_rows")
+UNFILLED_RAW = ("network_curve_points", "critical_path_segments", "op_slack_rows")
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -265,6 +291,7 @@ def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.Duc
         ("collectives_raw", "collectives"),
         ("ops", "ops"),
         ("op_launches", "op_launches"),
+        ("op_calls", "op_calls"),
         ("memory_events", "memory_events"),
     )
     for table, attr in pairs:
@@ -282,7 +309,5 @@ def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.Duc
                 )
             )
         register(con, table, pl.concat(frames, how="diagonal_relaxed"))
-    for fill_table in FILLED.values():
-        fill_table(con)
     refresh(con)
     return con

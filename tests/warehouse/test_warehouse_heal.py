@@ -69,8 +69,8 @@ def test_check_names_the_damage_and_ingesting_again_repairs_it(kind, clean, tmp_
     summary = ingest([RUN], wh)
     assert (summary.repaired, summary.skipped, summary.loaded) == ([found["source"]], 1, 0)
     assert main(["check", "--warehouse", str(wh)]) == 0
-    # 2 traces x (events, steps, collectives, threads, process groups, ops)
-    assert "12 partitions verified, none damaged" in capsys.readouterr().err
+    # 2 traces x (events, steps, collectives, threads, process groups, ops, op_calls)
+    assert "14 partitions verified, none damaged" in capsys.readouterr().err
     assert checksums(wh) == checksums(clean)
 
 
@@ -89,10 +89,17 @@ def test_forget_removes_a_run_as_if_it_never_was(tmp_path, capsys):
     capsys.readouterr()
     assert main(["forget", "ddp-ws2", "--warehouse", str(whole)]) == 0
     assert capsys.readouterr().out.strip() == (
-        "forgot run tiny-cpu-gloo/ddp-ws2: 2 traces, 0 power logs, 12 Parquet files"
+        "forgot run tiny-cpu-gloo/ddp-ws2: 2 traces, 0 power logs, 14 Parquet files"
     )
     assert checksums(whole) == checksums(without)
-    for relation in ("step_breakdown", "scale_points", "comm_exposure", "runs", "op_tree", "op_calls"):
+    for relation in (
+        "step_breakdown",
+        "scale_points",
+        "comm_exposure",
+        "runs",
+        "op_calls_healed",
+        "op_calls",
+    ):
         assert count(whole, f"{relation} WHERE run_id = 'ddp-ws2'") == 0
         assert count(whole, relation) == count(without, relation)
     assert not (whole / "parquet" / "events" / "study=tiny-cpu-gloo" / "run_id=ddp-ws2").exists()

@@ -1,7 +1,8 @@
 """Parse one Kineto (PyTorch profiler) rank trace into the raw tables of `pipeline.schema`.
 
 `parse_trace(path)` is pure and module-level: it reads one `.json` / `.json.gz` file and
-returns a `ParsedTrace` (EVENTS, STEPS, COLLECTIVES, THREADS, PROCESS_GROUPS + TraceMeta).
+returns a `ParsedTrace` (EVENTS, STEPS, COLLECTIVES, THREADS, PROCESS_GROUPS, OPS, OP_LAUNCHES,
+OP_CALLS, MEMORY_EVENTS + TraceMeta).
 It is the unit of parallel work in ingest. Any unreadable input raises `TraceFormatError`
 with a one-line reason naming the file (a FIFO or directory: "not a regular file").
 
@@ -48,6 +49,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tracehouse.pipeline.common.errors import TraceFormatError
+from tracehouse.pipeline.ops.calls import op_calls_frame
+from tracehouse.pipeline.ops.version import formulas_version
 from tracehouse.pipeline.parsers.kineto import decode as dec
 from tracehouse.pipeline.parsers.kineto.chunks import chunk_rows
 from tracehouse.pipeline.parsers.kineto.collectives import collectives_frame
@@ -112,6 +115,8 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
     extra = {"decoder": rows.decoder}
     host = host_tree(full)
     ops = ops_frame(full, host)
+    steps = steps_frame(full)
+    launches = launches_frame(full, host)
     return ParsedTrace(
         meta=trace_meta(
             top,
@@ -120,12 +125,13 @@ def _parsed(path: Path, top: TopLevel, rows: EventRows) -> ParsedTrace:
             utf8_replaced=rows.invalid_utf8,
         ),
         events=full.select(EVENTS.keys()),
-        steps=steps_frame(full),
+        steps=steps,
         collectives=collectives_frame(full, rows.comm_args, top),
         threads=threads_frame(rows.metas),
         process_groups=process_groups_frame(top),
         ops=ops,
-        op_launches=launches_frame(full, host),
+        op_launches=launches,
+        op_calls=op_calls_frame(ops, launches, steps, version=formulas_version()),
         memory_events=empty_frame(MEMORY_EVENTS),
         extra=extra,
     )

@@ -38,5 +38,6 @@ class ParsedTrace:
     process_groups: pl.DataFrame
     ops: pl.DataFrame
     op_launches: pl.DataFrame
+    op_calls: pl.DataFrame  # each cpu_op call with what the op views sum (pipeline/ops/calls.py)
     memory_events: pl.DataFrame
     extra: dict[str, str] = field(default_factory=dict)
