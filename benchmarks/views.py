@@ -73,7 +73,7 @@ NEW = {
 TASK_OP_CALLS = "task op_calls"
 # The relations "Below the step" added (scale_points also joins run_compute_efficiency, a view
 # over op_rates, whose time stays in scale_points').
-BELOW = {TASK_OP_CALLS, "launch_calls", *BELOW_VIEWS}
+BELOW = {TASK_OP_CALLS, "op_calls", "launch_calls", *BELOW_VIEWS}
 # Raw tables written from the parsed frames (the rest stay the empty tables rawdb.fill makes).
 RAW_FRAMES = {
     "events": "events",
@@ -81,7 +81,7 @@ RAW_FRAMES = {
     "collectives_raw": "collectives",
     "ops": "ops",
     "op_launches": "op_launches",
-    "op_calls": "op_calls",
+    "op_calls_raw": "op_calls",
     "memory_events": "memory_events",
 }
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 @cache
 def formulas_version() -> str:
-    """A digest of the formula modules' sources: op_costs rows computed by other formulas are stale."""
+    """A digest of the formula modules' sources: op_calls rows costed by other formulas are stale."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

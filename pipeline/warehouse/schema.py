@@ -107,7 +107,7 @@ OP_CALLS: dict[str, pl.DataType] = {
     "gpu_rank": pl.Boolean,  # the trace has GPU events
     "on_timeline": pl.Boolean,  # the call is on the timeline the breakdown measures
     "step": pl.Int64,  # the ProfilerStep whose host window holds the call's start; NULL outside
-    "op_id": pl.Int64,  # as OPS
+    "op_id": pl.Int64,  # the call (ops.op_id)
     "name": pl.String,
     "module": pl.String,  # its module path, else that of the forward op its kernels are linked to
     "phase": pl.String,  # forward | backward | optimizer
@@ -115,7 +115,7 @@ OP_CALLS: dict[str, pl.DataType] = {
     "device_ns": pl.Int64,  # the GPU events it launched itself
     "device_events": pl.Int64,
     "flops": pl.Int64,  # its formula's FLOPs (docs/flops.md); NULL without one
-    "counted_flops": pl.Int64,  # counted once: 0 where a descendant does work
+    "counted_flops": pl.Int64,  # counted once: 0 where a descendant does work; NULL without a formula
     "counted_bytes": pl.Int64,  # counted once: 0 also inside a counted unit of work
     "dtype": pl.String,  # the compute dtype whose peak bounds it
     "formulas_version": pl.String,  # the formulas that costed it (pipeline/ops/version.py)

@@ -23,7 +23,7 @@ def _rows(warehouse: Path, sql: str) -> list[tuple]:
 
 def _op_calls(warehouse: Path) -> pl.DataFrame:
     with connect(warehouse, read_only=True) as c:
-        frame = c.sql("SELECT * FROM op_calls").pl()
+        frame = c.sql("SELECT * EXCLUDE (formulas_version) FROM op_calls_raw").pl()
     return frame.sort(frame.columns, nulls_last=True)
 
 

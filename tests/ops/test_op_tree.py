@@ -224,7 +224,7 @@ def _op_calls(warehouse_dir: Path) -> pl.DataFrame:
     from tracehouse.pipeline.warehouse import database
 
     with database.open_for_query(warehouse_dir) as con:
-        frame = con.sql("SELECT * FROM op_calls").pl()
+        frame = con.sql("SELECT * EXCLUDE (formulas_version) FROM op_calls_raw").pl()
     return frame.sort(frame.columns, nulls_last=True)
 
 

@@ -189,7 +189,7 @@ def fill(
     }
     for table, rows_ in frames.items():
         register(con, table, _frame(rows_, RAW_TABLES[table], defaults))
-    register(con, "op_calls", op_calls_of(con))
+    register(con, "op_calls_raw", op_calls_of(con))
     register(con, "traces", pl.DataFrame(_traces(traces, events, defaults), schema=TRACES))
     man_defaults = {"study": study, "run_id": run_id, "dp": 1, "tp": 1, "pp": 1, "nodes": 1}
     register(
@@ -205,7 +205,7 @@ def fill(
 
 
 def op_calls_of(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """The op_calls rows of the hand-made ops, op_launches and steps, per rank (what the ingest
+    """The op_calls_raw rows of the hand-made ops, op_launches and steps, per rank (what the ingest
     task computes per trace, by the same function)."""
     key = ["study", "run_id", "rank"]
     ops = con.sql(f"SELECT {', '.join(key)}, {', '.join(OPS_COLUMNS)} FROM ops").pl()
@@ -291,7 +291,7 @@ def parsed_db(parsed: list[tuple[Any, dict]], *, events_hook=None) -> duckdb.Duc
         ("collectives_raw", "collectives"),
         ("ops", "ops"),
         ("op_launches", "op_launches"),
-        ("op_calls", "op_calls"),
+        ("op_calls_raw", "op_calls"),
         ("memory_events", "memory_events"),
     )
     for table, attr in pairs:

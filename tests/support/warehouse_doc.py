@@ -47,6 +47,14 @@ RELATIONS = {
         " that launched it; `event_id`, `op_id` and `fwd_op_id` are indices among the trace's complete"
         " events, so `op_id` joins `ops.op_id` within one (study, run_id, rank)",
     ),
+    "op_calls_raw": (
+        "op_calls",
+        "one row per host cpu_op call of a registered rank trace, with what `op_breakdown` and"
+        " `module_breakdown` sum, computed by the ingest task from the trace's own ops, op_launches and"
+        " steps (`pipeline/ops/calls.py`; the rules are in `sql/raw/op_calls_raw.sql`); the view also"
+        " shows `op_calls_healed`'s rows, which win over a trace's partition; the materialized table"
+        " `op_calls` holds a copy in the DuckDB file",
+    ),
     "memory_events": (
         "memory_events",
         "one row per `[memory]` instant event (`ph: i`, written by profile_memory=True) of a registered"
@@ -78,18 +86,13 @@ RELATIONS = {
         " `tracehouse project` (a new projection of the same run and scenario replaces its rows)",
     ),
     "parquet_files": (None, "one row per registered Parquet partition file"),
-    "op_costs": (
+    "op_calls_healed": (
         None,
-        "one row per distinct host-op signature of `ops` whose name has a formula in `pipeline/ops` "
-        "(docs/flops.md): FLOPs and bytes per call, filled after every ingest from the signatures "
-        "not yet there",
-    ),
-    "op_tree": (
-        None,
-        "one row per cpu_op of `ops` (per trace, `content_hash`, and `op_id`): what `op_calls` needs "
-        "from the call tree (walked through every op kind), computed in Python by whole-array walks over "
-        "each trace's tree (`pipeline/ops/tree_facts.py`) after every ingest, for the traces not yet "
-        "there; rows of traces no longer registered, or from another version of the formulas, are dropped",
+        "the `op_calls` rows (same columns, with `content_hash` and `formulas_version`) of the"
+        " registered traces that have no op_calls partition of the current formulas (ingested by an"
+        " older tracehouse, or costed by other formulas), computed from their stored `ops`,"
+        " `op_launches` and `steps` after every ingest (`pipeline/ops/store.py`); `op_calls_raw` shows"
+        " these instead of a stale partition's rows; empty when every trace was ingested by this version",
     ),
     "critical_path_segments": (
         None,
@@ -346,6 +349,7 @@ def render() -> str:
         "process_groups": "PROCESS_GROUPS",
         "ops": "OPS",
         "op_launches": "OP_LAUNCHES",
+        "op_calls": "OP_CALLS",
         "memory_events": "MEMORY_EVENTS",
         "power_samples": "POWER_SAMPLES",
     }

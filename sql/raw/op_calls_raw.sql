@@ -1,9 +1,10 @@
 -- depends on: traces, op_calls_healed
 -- One row per host cpu_op call of a registered rank trace, with what op_breakdown and
--- module_breakdown sum. Each row depends on its trace alone, so the ingest task that parses a
--- trace computes them (pipeline/ops/calls.py, the one implementation of these rules) and writes
--- them as the trace's op_calls partition; a trace without a partition of the current formulas
--- has its rows in op_calls_healed instead, and those win.
+-- module_breakdown sum (through the table op_calls, sql/materialized/op_calls.sql). Each row
+-- depends on its trace alone, so the ingest task that parses a trace computes them
+-- (pipeline/ops/calls.py, the one implementation of these rules) and writes them as the trace's
+-- op_calls partition; a trace without a partition of the current formulas has its rows in
+-- op_calls_healed instead, and those win.
 -- * step: the ProfilerStep whose host window [ts, ts + dur) holds the call's start (NULL outside
 --   every step), the rule gpu_step_windows uses to place a kernel by its launch;
 -- * self_ns: its duration less its direct children's (any host event kind), at least 0;
@@ -24,7 +25,7 @@
 --   without steps.
 -- Parquet is the source of truth; only files registered in `traces` are shown. hive_partitioning
 -- is off because every key column is stored in the file itself.
-CREATE OR REPLACE VIEW op_calls AS
+CREATE OR REPLACE VIEW op_calls_raw AS
 WITH stored AS (
     SELECT *
     FROM read_parquet('parquet/op_calls/**/*.parquet', union_by_name = true, hive_partitioning = false)
@@ -32,12 +33,12 @@ WITH stored AS (
         AND content_hash NOT IN (SELECT content_hash FROM op_calls_healed)
 )
 SELECT
-    study, run_id, rank, gpu_rank, on_timeline, step, op_id, name, module, phase, self_ns,
-    device_ns, device_events, flops, counted_flops, counted_bytes, dtype
+    study, run_id, rank, content_hash, gpu_rank, on_timeline, step, op_id, name, module, phase,
+    self_ns, device_ns, device_events, flops, counted_flops, counted_bytes, dtype, formulas_version
 FROM stored
 UNION ALL
 SELECT
-    study, run_id, rank, gpu_rank, on_timeline, step, op_id, name, module, phase, self_ns,
-    device_ns, device_events, flops, counted_flops, counted_bytes, dtype
+    study, run_id, rank, content_hash, gpu_rank, on_timeline, step, op_id, name, module, phase,
+    self_ns, device_ns, device_events, flops, counted_flops, counted_bytes, dtype, formulas_version
 FROM op_calls_healed
 WHERE content_hash IN (SELECT content_hash FROM traces);
