@@ -55,14 +55,16 @@ def op_calls_frame(
     calls = ops.filter(pl.col("kind") == "cpu_op")
     costed = _costed(calls)
     facts = _tree(ops, costed)
-    children = (
-        ops.filter(pl.col("parent_id").is_not_null())
+    children = (  # one lazy query from here: one pass of Polars' fixed costs, not one per step
+        ops.lazy()
+        .filter(pl.col("parent_id").is_not_null())
         .group_by("parent_id")
         .agg(pl.col("dur_ns").sum().alias("children_ns"))
         .rename({"parent_id": "op_id"})
     )
     launched = (
-        launches.filter(pl.col("op_id").is_not_null())
+        launches.lazy()
+        .filter(pl.col("op_id").is_not_null())
         .group_by("op_id")
         .agg(
             pl.col("dur_ns").sum().alias("device_ns"),
@@ -75,33 +77,40 @@ def op_calls_frame(
     if main is not None and main[1] is not None:  # SQL's three-valued logic: a NULL pid or tid is NULL
         on_timeline = (pl.col("pid") == pl.lit(main[0], dtype=pl.String)) & (pl.col("tid") == main[1])
     rows = (
-        _placed(costed, steps)
-        .join(facts, on="op_id", how="left")
+        _placed(costed.lazy(), steps)
+        .join(facts.lazy(), on="op_id", how="left")
         .join(children, on="op_id", how="left")
         .join(launched, on="op_id", how="left")
     )
     has_formula = pl.col("flops").is_not_null()
-    return rows.select(
-        pl.lit(gpu_rank).alias("gpu_rank"),
-        on_timeline.alias("on_timeline"),
-        "step",
-        "op_id",
-        "name",
-        pl.coalesce("module", "launch_module").alias("module"),
-        "phase",
-        pl.max_horizontal(pl.col("dur_ns") - pl.col("children_ns").fill_null(0), pl.lit(0)).alias("self_ns"),
-        pl.col("device_ns").fill_null(0),
-        pl.col("device_events").fill_null(0),
-        "flops",
-        pl.when(has_formula)
-        .then(pl.when(pl.col("above_work")).then(0).otherwise(pl.col("flops")))
-        .alias("counted_flops"),
-        pl.when(has_formula)
-        .then(pl.when(pl.col("above_work") | pl.col("inside_unit")).then(0).otherwise(pl.col("bytes")))
-        .alias("counted_bytes"),
-        "dtype",
-        pl.lit(version).alias("formulas_version"),
-    ).cast({c: t for c, t in OP_CALLS.items()})
+    return (
+        rows.select(
+            pl.lit(gpu_rank).alias("gpu_rank"),
+            on_timeline.alias("on_timeline"),
+            "step",
+            "op_id",
+            "name",
+            pl.coalesce("module", "launch_module").alias("module"),
+            "phase",
+            pl.max_horizontal(pl.col("dur_ns") - pl.col("children_ns").fill_null(0), pl.lit(0)).alias(
+                "self_ns"
+            ),
+            pl.col("device_ns").fill_null(0),
+            pl.col("device_events").fill_null(0),
+            "flops",
+            pl.when(has_formula)
+            .then(pl.when(pl.col("above_work")).then(0).otherwise(pl.col("flops")))
+            .alias("counted_flops"),
+            pl.when(has_formula)
+            .then(pl.when(pl.col("above_work") | pl.col("inside_unit")).then(0).otherwise(pl.col("bytes")))
+            .alias("counted_bytes"),
+            "dtype",
+            pl.lit(version).alias("formulas_version"),
+        )
+        .cast({c: t for c, t in OP_CALLS.items()})
+        .sort("op_id")  # in file order, whatever the joins did
+        .collect()
+    )
 
 
 def _costed(calls: pl.DataFrame) -> pl.DataFrame:
@@ -130,22 +139,24 @@ def _tree(ops: pl.DataFrame, costed: pl.DataFrame) -> pl.DataFrame:
     return tree_facts(tree, costed.filter(pl.col("flops") > 0)["op_id"])
 
 
-def _placed(calls: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def _placed(calls: pl.LazyFrame, steps: pl.DataFrame) -> pl.LazyFrame:
     """The calls with their step: the latest step starting at or before the call, if it still runs."""
     if steps.height == 0:
         return calls.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
-    windows = steps.select(
-        "step",
-        pl.col("ts_unix_ns").alias("step_start"),
-        (pl.col("ts_unix_ns") + pl.col("dur_ns")).alias("step_end"),
-    ).sort("step_start")
+    windows = (
+        steps.lazy()
+        .select(
+            "step",
+            pl.col("ts_unix_ns").alias("step_start"),
+            (pl.col("ts_unix_ns") + pl.col("dur_ns")).alias("step_end"),
+        )
+        .sort("step_start")
+    )
     return (
-        calls.with_row_index("_order")
-        .sort("ts_unix_ns")
+        calls.sort("ts_unix_ns")
         .join_asof(windows, left_on="ts_unix_ns", right_on="step_start", strategy="backward")
-        .sort("_order")
         .with_columns(pl.when(pl.col("ts_unix_ns") < pl.col("step_end")).then(pl.col("step")).alias("step"))
-        .drop("_order", "step_start", "step_end")
+        .drop("step_start", "step_end")
     )
 
 

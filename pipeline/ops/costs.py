@@ -10,6 +10,7 @@ addmm's FLOPs away), and its bytes with them. Ops with no formula keep NULL, nev
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import polars as pl
 from tracehouse.pipeline.ops import attention, conv, matmul, pointwise
@@ -114,18 +115,30 @@ def op_costs(signatures: pl.DataFrame) -> pl.DataFrame:
     """Add flops, bytes, formula and dtype to a frame of (name, input_dims, input_types, concrete_inputs).
 
     Each distinct signature is evaluated once (a training step repeats a few hundred signatures
-    thousands of times); formula is NULL where the op has no formula, and flops and bytes with it.
-    dtype: the compute dtype (bf16, fp16, fp32) whose peak bounds the call.
+    thousands of times), and once per process (`_evaluated`: the ranks of a run, which a worker
+    parses one after another, share them); formula is NULL where the op has no formula, and flops
+    and bytes with it. dtype: the compute dtype (bf16, fp16, fp32) whose peak bounds the call.
     """
     unique = signatures.select(SIGNATURE_COLUMNS).unique()
-    rows = [op_cost(*row) for row in unique.iter_rows()]
+    rows = [_evaluated(*row) for row in unique.iter_rows()]
     costs = unique.with_columns(
-        pl.Series("flops", [r[1].flops if r else None for r in rows], dtype=pl.Int64),
-        pl.Series("bytes", [r[1].bytes if r else None for r in rows], dtype=pl.Int64),
-        pl.Series("formula", [r[0] if r else None for r in rows], dtype=pl.Utf8),
-        pl.Series("dtype", [_dtype(*row) for row in unique.iter_rows()], dtype=pl.Utf8),
+        pl.Series("flops", [r[0] for r in rows], dtype=pl.Int64),
+        pl.Series("bytes", [r[1] for r in rows], dtype=pl.Int64),
+        pl.Series("formula", [r[2] for r in rows], dtype=pl.Utf8),
+        pl.Series("dtype", [r[3] for r in rows], dtype=pl.Utf8),
     )
     return signatures.join(costs, on=list(SIGNATURE_COLUMNS), how="left", nulls_equal=True)
+
+
+@lru_cache(maxsize=1 << 16)
+def _evaluated(
+    name: str, dims: str | None, types: str | None, concrete: str | None
+) -> tuple[int | None, int | None, str | None, str | None]:
+    """(flops, bytes, formula, dtype) of one signature (op_cost and _dtype)."""
+    cost = op_cost(name, dims, types, concrete)
+    if cost is None:
+        return None, None, None, _dtype(name, dims, types, concrete)
+    return cost[1].flops, cost[1].bytes, cost[0], _dtype(name, dims, types, concrete)
 
 
 def _ancestors(parents: pl.DataFrame, ids: pl.Series, max_depth: int) -> pl.Series:
