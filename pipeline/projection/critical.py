@@ -31,6 +31,7 @@ class PathSegment:
     op: str | None
     start_ns: float
     dur_ns: float
+    op_id: int | None = None  # the host op (ops.op_id on `rank`) that launched the kernel or copy
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def path_segments(
     g: ReplayGraph, times: np.ndarray, edges: list[int], end: int, start: float
 ) -> list[PathSegment]:
     """The walked edges as segments (the first clipped at `start`), consecutive ones of the same
-    rank, class and op merged, empty ones dropped except where the path changes rank (`wait`)."""
+    rank, class, op and launching op merged, empty ones dropped except where the path changes rank
+    (`wait`)."""
     out: list[PathSegment] = []
     # an edge ends at its destination; the anchor (-1, first) is the source of the edge after it
     ends = [int(g.dst[e]) if e >= 0 else int(g.src[edges[1]]) if len(edges) > 1 else end for e in edges]
@@ -76,8 +78,15 @@ def path_segments(
         if segment is None:
             continue
         last = out[-1] if out else None
-        if last and (last.rank, last.kind, last.op) == (segment.rank, segment.kind, segment.op):
-            out[-1] = PathSegment(last.rank, last.kind, last.op, last.start_ns, last.dur_ns + segment.dur_ns)
+        if last and (last.rank, last.kind, last.op, last.op_id) == (
+            segment.rank,
+            segment.kind,
+            segment.op,
+            segment.op_id,
+        ):
+            out[-1] = PathSegment(
+                last.rank, last.kind, last.op, last.start_ns, last.dur_ns + segment.dur_ns, last.op_id
+            )
         elif segment.dur_ns != 0 or segment.kind == "wait":
             out.append(segment)
     return out
@@ -99,7 +108,9 @@ def _segment(
             return None
         return PathSegment(waiting, "wait", f"{label} waits for rank {waited}", lo - start, times[dst] - lo)
     rank = int(g.rank[dst]) if g.rank[dst] >= 0 else int(g.rank[src])
-    return PathSegment(rank, SEGMENT_NAMES[kind], label, lo - start, times[dst] - lo)
+    launcher = int(g.op_id[edge])
+    op_id = launcher if launcher >= 0 else None
+    return PathSegment(rank, SEGMENT_NAMES[kind], label, lo - start, times[dst] - lo, op_id)
 
 
 def latest_times(g: ReplayGraph, weights: np.ndarray, deadlines: dict[int, float]) -> np.ndarray:

@@ -19,7 +19,8 @@ from tracehouse.pipeline.projection.timeline import RunTimeline, load_run
 
 RUN_TABLES = ("critical_path_segments", "op_slack_rows")
 SEGMENT_COLUMNS = (
-    "study, run_id, step, path_rank, step_us, seq, rank, kind, op, start_us, dur_us, reason, traces_digest"
+    "study, run_id, step, path_rank, step_us, seq, rank, kind, op, start_us, dur_us, op_id, reason, "
+    "traces_digest"
 )
 # What the rows were computed from: the critical_path view recomputes it to tell stale rows.
 TRACES_DIGEST = """SELECT md5(string_agg(content_hash, ',' ORDER BY content_hash)) FROM traces
@@ -79,6 +80,7 @@ def segment_rows(study: str, run_id: str, paths: list[StepPath]) -> list[tuple]:
             s.op,
             s.start_ns / 1e3,
             s.dur_ns / 1e3,
+            s.op_id,
             None,
         )
         for p in paths
@@ -117,7 +119,7 @@ def store_paths(connection: duckdb.DuckDBPyConnection, study: str, result: Study
         slack += slack_rows(study, run, paths)
     for run, why in result.failed.items():
         digest = connection.execute(TRACES_DIGEST, [study, run]).fetchall()[0][0]
-        segments.append((study, run, *([None] * 9), why, digest))
+        segments.append((study, run, *([None] * 10), why, digest))
     for table in RUN_TABLES:  # a warehouse made before these tables existed
         connection.execute(resources.files("tracehouse.sql").joinpath(f"raw/{table}.sql").read_text("utf-8"))
     with transaction(connection):

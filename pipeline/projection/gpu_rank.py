@@ -97,11 +97,19 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
                 phase=phase,
                 kind=Segment.COPY,
                 label=row["name"],
+                op_id=row["launch_op_id"],
             )
         else:
             cost = Cost.COMPUTE_MATMUL if is_matmul_kernel(row["name"]) else Cost.COMPUTE_OTHER
             b.edge(
-                s_node, e_node, base=duration, cost=cost, phase=phase, kind=Segment.COMPUTE, label=row["name"]
+                s_node,
+                e_node,
+                base=duration,
+                cost=cost,
+                phase=phase,
+                kind=Segment.COMPUTE,
+                label=row["name"],
+                op_id=row["launch_op_id"],
             )
 
     _host_durations(b, calls, call_start, call_end, device_nodes)

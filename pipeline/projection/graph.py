@@ -63,7 +63,7 @@ class GraphBuilder:
     def __post_init__(self) -> None:
         self._measured: list[int] = []
         self._rank: list[int] = []
-        self._edges: list[tuple[int, int, int, float, float, int, int, int, int]] = []
+        self._edges: list[tuple[int, int, int, float, float, int, int, int, int, int]] = []
         self._labels: dict[str, int] = {}
 
     def node(self, measured_ns: int, rank: int) -> int:
@@ -84,12 +84,15 @@ class GraphBuilder:
         instance: int = -1,
         kind: Segment = Segment.HOST_GAP,
         label: str | None = None,
+        op_id: int | None = None,
     ) -> None:
         """time(dst) >= time(src) + fixed + scaled(base): ns; `instance` for TRANSFER edges;
-        `kind` and `label` (the op) say what the edge is on a critical path."""
+        `kind` and `label` (the op) say what the edge is on a critical path; `op_id`: the host op
+        (ops.op_id of the edge's rank) that launched a kernel or copy, where the trace links it."""
         name = -1 if label is None else self._labels.setdefault(label, len(self._labels))
+        launcher = -1 if op_id is None else int(op_id)
         self._edges.append(
-            (src, dst, int(cost), float(base), float(fixed), int(phase), instance, int(kind), name)
+            (src, dst, int(cost), float(base), float(fixed), int(phase), instance, int(kind), name, launcher)
         )
 
     def measured(self, node: int) -> int:
@@ -99,7 +102,7 @@ class GraphBuilder:
     def freeze(self) -> ReplayGraph:
         """The graph with its edges grouped by destination in a topological order of the nodes."""
         n = len(self._measured)
-        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 9)
+        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 10)  # op ids < 2**53: exact
         src = edges[:, 0].astype(np.int64)
         dst = edges[:, 1].astype(np.int64)
         order = topological_order(n, src, dst)
@@ -124,6 +127,7 @@ class GraphBuilder:
             kind=edges[:, 7].astype(np.int64),
             label=edges[:, 8].astype(np.int64),
             labels=list(self._labels),
+            op_id=edges[:, 9].astype(np.int64),
         )
 
 
@@ -166,6 +170,7 @@ class ReplayGraph:
     kind: np.ndarray  # Segment per edge
     label: np.ndarray  # index into labels, -1 for none
     labels: list[str]
+    op_id: np.ndarray  # per edge: the host op that launched its kernel or copy (ops.op_id), -1 for none
 
     @property
     def n_nodes(self) -> int:

@@ -22,8 +22,19 @@ DATA_PARALLEL_DIMS = ("dp", "dp_shard", "dp_replicate", "world")
 
 QUERIES = {
     "device": f"""
-        SELECT rank, class, name, stream, start_ns, end_ns, launch_ns, correlation
-        FROM gpu_events WHERE {RUN_FILTER} ORDER BY rank, stream, start_ns, end_ns""",
+        WITH launched AS (  -- the host op that launched each GPU event (op_launches: the same events)
+            SELECT rank, correlation, ts_unix_ns, name, min(op_id) AS op_id
+            FROM op_launches WHERE {RUN_FILTER} AND op_id IS NOT NULL
+            GROUP BY ALL
+        )
+        SELECT g.rank, g.class, g.name, g.stream, g.start_ns, g.end_ns, g.launch_ns, g.correlation,
+            l.op_id AS launch_op_id
+        FROM gpu_events AS g
+        LEFT JOIN launched AS l
+            ON l.rank = g.rank AND l.correlation = g.correlation AND l.ts_unix_ns = g.start_ns
+            AND l.name = g.name
+        WHERE g.{RUN_FILTER.replace(" AND ", " AND g.")}
+        ORDER BY g.rank, g.stream, g.start_ns, g.end_ns""",
     "runtime": f"""
         SELECT rank, tid, name, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns, correlation
         FROM events WHERE {RUN_FILTER} AND kind = 'runtime' AND dur_ns >= 0

@@ -15,7 +15,10 @@ CREATE TABLE IF NOT EXISTS critical_path_segments (
     op VARCHAR,  -- the kernel, runtime call, collective or span; a wait names the rank waited for
     start_us DOUBLE,  -- after the window's start
     dur_us DOUBLE,
+    op_id BIGINT,  -- a kernel or copy: the host op that launched it (ops.op_id on `rank`), where the trace links it
     reason VARCHAR,  -- why the run has no path (NULL when it has one)
     traces_digest VARCHAR,  -- md5 of the run's trace content hashes when computed (the view's staleness test)
     computed_at TIMESTAMPTZ NOT NULL
 );
+-- Warehouses made before the column existed gain it (NULL for the paths already stored).
+ALTER TABLE critical_path_segments ADD COLUMN IF NOT EXISTS op_id BIGINT;

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.tracebuilder import kernel, runtime, step, write_trace
+from support.tracebuilder import cpu_op, kernel, runtime, step, write_trace
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.compare import diff_runs
@@ -198,3 +198,65 @@ def test_the_diff_does_not_depend_on_how_many_threads_add_it_up(sample_warehouse
                 ).fetchall()
             )
     assert rows[0] and all(r == rows[0] for r in rows[1:])
+
+
+def test_a_gpu_runs_path_judges_the_ops_that_launched_its_kernels(tmp_path):
+    """On a GPU rank the path names kernels; the op that launched each (op_launches) is on the path
+    with its module: aten::mm launches the long gemm (on B's path), aten::add_ a kernel that runs
+    while the gemm's stream is busy on another stream (never the path), aten::view launches nothing."""
+
+    def run(gemm_us: int) -> list[dict]:
+        events = [step(1, 0, 200)]
+        events += [
+            cpu_op("aten::mm", 5, 10),
+            runtime("cudaLaunchKernel", 10, 1, correlation=1),
+            kernel("gemm", 12, gemm_us, correlation=1),
+            cpu_op("aten::add_", 20, 10),
+            runtime("cudaLaunchKernel", 22, 1, correlation=2),
+            kernel("add_kernel", 24, 2, correlation=2, stream=8),
+            cpu_op("aten::view", 40, 5),
+        ]
+        return events
+
+    for name, gemm_us in {"a": 50, "b": 120}.items():
+        (tmp_path / name).mkdir()
+        write_trace(
+            tmp_path / name / "r0.json", run(gemm_us), base_time_ns=BASE, distributed_info={"rank": 0}
+        )
+    warehouse = tmp_path / "wh"
+    assert (
+        main(
+            [
+                "ingest",
+                str(tmp_path / "a"),
+                str(tmp_path / "b"),
+                "--warehouse",
+                str(warehouse),
+                "--study",
+                "s",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["project", "--warehouse", str(warehouse), "--study", "s", "--run", "b", "--world-sizes", "2"])
+        == 0
+    )
+    with open_for_query(warehouse) as c:
+        path = c.sql(
+            "SELECT s.op, o.name FROM critical_path_segments AS s LEFT JOIN ops AS o "
+            "ON o.run_id = s.run_id AND o.rank = s.rank AND o.op_id = s.op_id "
+            "WHERE s.run_id = 'b' AND s.kind = 'compute'"
+        ).fetchall()
+        rows = {
+            (item, name): on_path
+            for item, name, on_path in c.sql(
+                "SELECT item, name, on_path_b FROM run_diff WHERE run_a = 'a' AND run_b = 'b' "
+                "AND item IN ('innermost_op', 'module')"
+            ).fetchall()
+        }
+    assert ("gemm", "aten::mm") in path  # the stored segment names the kernel and its launching op
+    assert rows[("innermost_op", "aten::mm")] is True
+    assert rows[("innermost_op", "aten::add_")] is False
+    assert rows.get(("innermost_op", "aten::view"), False) is False  # launches nothing: never on it
+    assert rows[("module", "(no module)")] is True

@@ -1,4 +1,4 @@
--- depends on: run_step_times, step_breakdown, top_kernels, op_breakdown, module_breakdown, op_calls, critical_path
+-- depends on: run_step_times, step_breakdown, top_kernels, op_breakdown, module_breakdown, op_calls, critical_path, critical_path_segments
 -- What changed between two runs, per step: for every ordered pair of runs (A, B) with a step
 -- time, the step-time components (step_time_us x share: they sum to the step time, so their
 -- changes sum to the step-time change), every kernel or op name (its whole-trace time per
@@ -59,10 +59,16 @@ items AS (
 ),
 -- What each run's stored critical path (any step) runs through: the names on its segments (a
 -- kernel or collective on a GPU rank, an op on a CPU rank) and the module path and phase of each
--- op on it. Runs without a current path have no row in `pathed`; on a GPU run the path names
--- kernels, not the ops that launched them, so its innermost ops and modules are not judged.
+-- op on it; on a GPU rank, the ops that launched the path's kernels and copies (the segments'
+-- op_id) and their modules. Runs without a current path have no row in `pathed`; a GPU run whose
+-- path links no kernel to its op (a trace without those links, or a path stored by an older
+-- tracehouse) has its innermost ops and modules not judged (`unlinked`).
 pathed AS (
-    SELECT DISTINCT p.study, p.run_id, coalesce(g.gpu, false) AS gpu
+    SELECT DISTINCT p.study, p.run_id,
+        coalesce(g.gpu, false) AND NOT EXISTS (
+            SELECT 1 FROM critical_path_segments AS s
+            WHERE s.study = p.study AND s.run_id = p.run_id AND s.op_id IS NOT NULL
+        ) AS unlinked
     FROM critical_path AS p
     LEFT JOIN (SELECT study, run_id, bool_or(gpu_rank) AS gpu FROM op_calls GROUP BY ALL) AS g
         ON g.study = p.study AND g.run_id = p.run_id
@@ -71,6 +77,13 @@ pathed AS (
 path_names AS (
     SELECT DISTINCT study, run_id, op AS name FROM critical_path WHERE op IS NOT NULL AND kind <> 'wait'
 ),
+launchers AS (  -- the calls that launched a kernel or copy on a current path
+    SELECT DISTINCT c.study, c.run_id, c.name, c.phase, c.module
+    FROM critical_path_segments AS s
+    SEMI JOIN pathed AS q ON q.study = s.study AND q.run_id = s.run_id
+    JOIN op_calls AS c ON c.study = s.study AND c.run_id = s.run_id AND c.rank = s.rank AND c.op_id = s.op_id
+    WHERE s.op_id IS NOT NULL
+),
 on_path AS (
     SELECT study, run_id, unnest(['kernel', 'op', 'innermost_op']) AS item, NULL AS kind, name FROM path_names
     UNION ALL
@@ -78,6 +91,10 @@ on_path AS (
     FROM op_calls AS c
     SEMI JOIN path_names AS p ON p.study = c.study AND p.run_id = c.run_id AND p.name = c.name
     WHERE c.on_timeline
+    UNION ALL
+    SELECT DISTINCT study, run_id, 'innermost_op', NULL, name FROM launchers
+    UNION ALL
+    SELECT DISTINCT study, run_id, 'module', phase, coalesce(module, '(no module)') FROM launchers
 ),
 pairs AS (
     SELECT a.study AS study_a, a.run_id AS run_a, b.study AS study_b, b.run_id AS run_b,
@@ -108,7 +125,7 @@ SELECT
         WHEN item = 'component' OR NOT EXISTS (
             SELECT 1 FROM pathed AS q
             WHERE q.study = paired.study_b AND q.run_id = paired.run_b
-              AND NOT (q.gpu AND paired.item IN ('innermost_op', 'module'))
+              AND NOT (q.unlinked AND paired.item IN ('innermost_op', 'module'))
         ) THEN NULL
         ELSE EXISTS (
             SELECT 1 FROM on_path AS o
