@@ -134,11 +134,23 @@ def op_costs(signatures: pl.DataFrame) -> pl.DataFrame:
 def _evaluated(
     name: str, dims: str | None, types: str | None, concrete: str | None
 ) -> tuple[int | None, int | None, str | None, str | None]:
-    """(flops, bytes, formula, dtype) of one signature (op_cost and _dtype)."""
-    cost = op_cost(name, dims, types, concrete)
-    if cost is None:
-        return None, None, None, _dtype(name, dims, types, concrete)
-    return cost[1].flops, cost[1].bytes, cost[0], _dtype(name, dims, types, concrete)
+    """(flops, bytes, formula, dtype) of one signature: op_cost's and _dtype's, its text parsed once."""
+    try:
+        signature = Signature.parse(name, dims, types, concrete)
+    except (ValueError, TypeError):
+        return None, None, None, None
+    try:
+        dtype = signature.compute_dtype()
+    except (ValueError, TypeError):
+        dtype = None
+    formula = FORMULA_OF.get(name)
+    if formula is None or not dims:
+        return None, None, None, dtype
+    try:
+        cost = _FAMILIES[formula][1](signature)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None, None, None, dtype
+    return cost.flops, cost.bytes, formula, dtype
 
 
 def _ancestors(parents: pl.DataFrame, ids: pl.Series, max_depth: int) -> pl.Series:
