@@ -19,10 +19,11 @@ from tracehouse.pipeline.warehouse.partitions import PARQUET_TABLES, Partition, 
 
 
 def write_partition(
-    warehouse_dir: Path, table: str, frame: pl.DataFrame, keys: dict[str, Any]
+    warehouse_dir: Path, table: str, frame: pl.DataFrame, keys: dict[str, Any], *, keep_empty: bool = False
 ) -> Partition | None:
-    """Write one table's rows of one file (keys added as columns) to its final Parquet name."""
-    if frame.height == 0:
+    """Write one table's rows of one file (keys added as columns) to its final Parquet name; none
+    for no rows, unless `keep_empty`."""
+    if frame.height == 0 and not keep_empty:
         return None
     columns = PARQUET_TABLES[table]
     missing = [c for c in columns if c not in keys and c not in frame.columns]
@@ -62,13 +63,18 @@ def _stored(dtype: pl.DataType) -> pl.DataType:
 
 
 def write_all(
-    warehouse_dir: Path, frames: dict[str, pl.DataFrame], keys: dict[str, Any]
+    warehouse_dir: Path,
+    frames: dict[str, pl.DataFrame],
+    keys: dict[str, Any],
+    *,
+    keep_empty: frozenset[str] = frozenset(),
 ) -> tuple[Partition, ...]:
-    """Write every table's partition of one file; on failure delete the ones already written."""
+    """Write every table's partition of one file (`keep_empty`: those tables even without rows); on
+    failure delete the ones already written."""
     written: list[Partition] = []
     try:
         for table, frame in frames.items():
-            entry = write_partition(warehouse_dir, table, frame, keys)
+            entry = write_partition(warehouse_dir, table, frame, keys, keep_empty=table in keep_empty)
             if entry is not None:
                 written.append(entry)
     except BaseException:

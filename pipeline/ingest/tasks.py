@@ -82,6 +82,9 @@ class Parsed:
     row: Callable[[], dict[str, Any]]  # called after the writes, which report missing columns first
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # DuckDB tables, inserted on registering
     warnings: tuple[str, ...] = ()
+    # Parquet tables written even without rows: a partition that says "computed, none" (a trace
+    # with host ops but no cpu_op has an empty op_calls partition, so no refresh computes it again)
+    keep_empty: frozenset[str] = frozenset()
 
 
 def hash_file(path: Path) -> tuple[int, str]:
@@ -125,6 +128,7 @@ def load_trace(job: TraceJob, warehouse_dir: str, registered: frozenset[str]) ->
             keys={"study": job.study, "run_id": job.run_id, "rank": rank, "content_hash": content_hash},
             n_rows=parsed.events.height,
             row=lambda: _trace_row(job, parsed, rank, source, size, content_hash),
+            keep_empty=frozenset({"op_calls"}) if parsed.ops.height else frozenset(),
         )
 
     return _load("trace", job.path, warehouse_dir, registered, parse)
@@ -207,7 +211,7 @@ def _load(
             return FileOutcome(kind=kind, path=str(path), status="skipped", content_hash=content_hash)
         parsed = parse(local, size, content_hash)
         try:
-            files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys)
+            files = write_all(Path(warehouse_dir), parsed.frames, parsed.keys, keep_empty=parsed.keep_empty)
         except Exception as exc:
             if (fault := system_fault(exc)) is not None:
                 raise WarehouseWriteFault(

@@ -287,3 +287,33 @@ def test_an_ingest_reads_no_stored_ops(tmp_path, monkeypatch) -> None:
     assert not ingest([second], tmp_path / "wh").failed
     assert read == []
     assert _op_calls(tmp_path / "wh").height > 10_000
+
+
+def test_a_trace_without_calls_is_computed_once(tmp_path, monkeypatch) -> None:
+    """A trace with host ops but no cpu_op gets an empty op_calls partition ("computed: none"), so no
+    later refresh reads its stored ops again."""
+    from support.tracebuilder import annotation, step, write_trace
+    from tracehouse.pipeline.ingest.driver import ingest
+    from tracehouse.pipeline.ops import store
+    from tracehouse.pipeline.warehouse import database
+
+    events = [
+        step(1, 0, 100),
+        annotation("forward", 10, 50),
+        {**annotation("f", 20, 5), "cat": "python_function"},
+    ]
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        write_trace(
+            tmp_path / run / "r0.json",
+            events if run == "a" else [step(2, 0, 10)],
+            distributed_info={"rank": 0},
+        )
+    assert not ingest([tmp_path / "a"], tmp_path / "wh").failed
+    with database.open_for_query(tmp_path / "wh") as con:
+        assert con.sql("SELECT n_ops FROM traces").fetchall() == [(3,)]
+        assert con.sql("SELECT n_rows FROM parquet_files WHERE table_name = 'op_calls'").fetchall() == [(0,)]
+    read: list[str] = []
+    monkeypatch.setattr(store, "stored_rows", lambda connection, table, hashes, columns: read.append(table))
+    assert not ingest([tmp_path / "b"], tmp_path / "wh").failed
+    assert read == []
