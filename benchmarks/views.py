@@ -23,7 +23,7 @@ import polars as pl
 from tracehouse.pipeline.ops.calls import op_calls_frame
 from tracehouse.pipeline.ops.version import formulas_version
 from tracehouse.pipeline.parsers.kineto.parse import parse_trace
-from tracehouse.pipeline.warehouse.sql_runner import FILLED, RAW_LAYER, dependency_order, load_sql_files
+from tracehouse.pipeline.warehouse.sql_runner import RAW_LAYER, dependency_order, load_sql_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import analysis_rawdb as rawdb  # test helper: raw tables, the sql/ files
@@ -133,12 +133,6 @@ def open_warehouse(out: Path) -> duckdb.DuckDBPyConnection:
 def refresh(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[float, int]]:
     """Recompute every materialized table as the warehouse does after an ingest; (seconds, rows) per table."""
     times = {}
-    for name, fill in FILLED.items():  # the warehouse fills these in Python before the tables
-        con.execute(f"DELETE FROM {name}")  # all of it, as for a new warehouse
-        t0 = time.perf_counter()
-        fill(con)
-        rows = con.sql(f"SELECT count(*) FROM {name}").fetchall()[0][0]
-        times[f"refresh {name}"] = (time.perf_counter() - t0, rows)
     for f in dependency_order(rawdb.view_files()):
         if f.materialized:
             t0 = time.perf_counter()

@@ -10,7 +10,11 @@ from tracehouse.pipeline.warehouse import schema
 from tracehouse.pipeline.warehouse.database import connect, create_warehouse, open_for_query
 from tracehouse.pipeline.warehouse.partitions import PARQUET_TABLES
 
-VIEW_OF_FOLDER = {"collectives": "collectives_raw", "power_samples": "power_samples_raw"}
+VIEW_OF_FOLDER = {
+    "collectives": "collectives_raw",
+    "power_samples": "power_samples_raw",
+    "op_calls": "op_calls_raw",
+}
 
 
 def test_fresh_warehouse_has_every_raw_relation_empty(tmp_path):
