@@ -89,6 +89,7 @@ FORMULA_OF: dict[str, str] = {
 }
 CATEGORY_OF: dict[str, str] = {formula: category for formula, (category, _, _) in _FAMILIES.items()}
 SIGNATURE_COLUMNS = ("name", "input_dims", "input_types", "concrete_inputs")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # the columns' range: a cost beyond it does not fit
 
 
 def op_cost(name: str, dims: str | None, types: str | None, concrete: str | None) -> tuple[str, Cost] | None:
@@ -150,6 +151,8 @@ def _evaluated(
         cost = _FAMILIES[formula][1](signature)
     except (ValueError, KeyError, IndexError, TypeError):
         return None, None, None, dtype
+    if not all(value is None or INT64_MIN <= value <= INT64_MAX for value in (cost.flops, cost.bytes)):
+        return None, None, None, dtype  # beyond 64 bits: shapes no real call has (a damaged trace)
     return cost.flops, cost.bytes, formula, dtype
 
 

@@ -116,3 +116,19 @@ def test_ops_without_formula_are_counted_and_named() -> None:
     bare = ("aten::addmm", None, None, None)  # a formula, but no shapes recorded
     frame = pl.DataFrame([mm, view, view, bare], schema=list(SIGNATURE_COLUMNS), orient="row")
     assert without_formula(op_costs(frame)).rows() == [("aten::view", 2), ("aten::addmm", 1)]
+
+
+def test_a_cost_beyond_64_bits_does_not_fit_and_the_trace_still_parses(tmp_path) -> None:
+    """Shapes no real call has (a damaged trace; found by the fuzzer): FLOPs past int64 make the
+    formula not fit (NULL, as for missing shapes), never an error that loses the rank."""
+    from support.tracebuilder import cpu_op, step, write_trace
+    from tracehouse.pipeline.parsers.kineto.parse import parse_trace
+
+    huge = 1 << 40
+    args = {"Input Dims": [[huge, huge], [huge, huge]], "Input type": ["float", "float"]}
+    fits = {"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]}
+    events = [step(1, 0, 100), cpu_op("aten::mm", 10, 5, args=args), cpu_op("aten::mm", 20, 5, args=fits)]
+    write_trace(tmp_path / "t.json", events, distributed_info={"rank": 0})
+    calls = parse_trace(tmp_path / "t.json").op_calls.sort("op_id")
+    assert calls["flops"].to_list() == [None, 2 * 4 * 8 * 16]
+    assert op_cost("aten::mm", "[[4, 8], [8, 16]]", '["float", "float"]', None)[1].flops == 2 * 4 * 8 * 16
