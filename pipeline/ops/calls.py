@@ -1,9 +1,9 @@
-"""One trace's `op_calls` rows (sql/raw/op_calls.sql): every host cpu_op call with what the op
+"""One trace's `op_calls` rows (sql/raw/op_calls_raw.sql): every host cpu_op call with what the op
 views sum, computed from that trace's own frames (`ops`, `op_launches`, `steps`).
 
 Each row depends on its trace alone, so the ingest task that parses a trace computes them from
-the frames it holds and writes them as one more Parquet partition: the driver then reads them
-as they are instead of joining the whole run's ops again after every ingest. A trace stored
+the frames it holds and writes them as one more Parquet partition: the refresh then copies them
+into the `op_calls` table instead of joining the whole run's ops again after every ingest. A trace stored
 without them (an older tracehouse, other FLOP formulas) gets them from its stored frames through
 the same function (ops/store.py).
 
