@@ -57,12 +57,14 @@ def heal_op_calls(connection: duckdb.DuckDBPyConnection) -> int:
         [version],
     )
     wanted = {h for (h,) in connection.execute(_WITHOUT_ROWS).fetchall()}
-    if _meta(connection, CHECKED_KEY) != version:
+    checked = _meta(connection, CHECKED_KEY) == version
+    if not checked:
         wanted |= _costed_otherwise(connection, version)
-        _set_meta(connection, CHECKED_KEY, version)
     added = 0
     for batch in trace_batches(connection, sorted(wanted)):
         added += _heal_batch(connection, batch, version)
+    if not checked:  # only once every stale trace is healed: an interrupted heal looks again
+        _set_meta(connection, CHECKED_KEY, version)
     return added
 
 
