@@ -33,7 +33,24 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("sample-warehouse")
     summary = ingest(runs, target)
     assert summary.failed == [], summary.failed
+    _store_interference_fit(target)
     return target
+
+
+def _store_interference_fit(warehouse: Path) -> None:
+    """Fit the study's interference once, as its first `tracehouse project` does (and stores): the
+    tests' copies of the warehouse project one run at a time without reading every run again."""
+    from tracehouse.pipeline.projection.interference import store_fits
+    from tracehouse.pipeline.projection.project import fit_study, node_size
+    from tracehouse.pipeline.warehouse.database import connect, transaction
+    from tracehouse.pipeline.warehouse.reading import open_reader
+
+    with open_reader(warehouse) as con:
+        studies = [s for (s,) in con.execute("SELECT DISTINCT study FROM runs").fetchall()]
+        fits = {study: fit_study(con, study, node_size(con, study)[0]) for study in studies}
+    with connect(warehouse) as con, transaction(con):
+        for study, fit in fits.items():
+            store_fits(con, study, fit)
 
 
 @pytest.fixture(autouse=True)

@@ -119,6 +119,7 @@ def project(
     memory_speedup: float = 1.0,
     ideal_network: bool = False,
     weak_scaling: bool = False,
+    interference: bool = True,
     scenario: str | None = None,
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
@@ -135,6 +136,7 @@ def project(
         memory_speedup=memory_speedup,
         ideal_network=ideal_network,
         weak_scaling=weak_scaling,
+        interference=interference,
     )
     network_file = Path(network) if network is not None else None
     return project_study(

@@ -61,6 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--weak-scaling", action="store_true", help="fixed per-device batch (default: fixed global)"
     )
     p.add_argument(
+        "--no-interference",
+        action="store_true",
+        help="time every transfer at its network time, overlapped or not (default: transfers "
+        "stretch while their ranks compute, by a factor fitted on the study's runs)",
+    )
+    p.add_argument(
         "--scenario", metavar="NAME", help="name stored with the points (default: from the options)"
     )
     p.add_argument("--json", action="store_true", help="print the projections as JSON")
@@ -94,6 +100,7 @@ def handle(args: argparse.Namespace) -> int:
             memory_speedup=args.memory_speedup,
             ideal_network=args.ideal_network,
             weak_scaling=args.weak_scaling,
+            interference=not args.no_interference,
         )
     except TracehouseError as exc:
         raise TracehouseError(f"invalid scenario: {exc}") from exc

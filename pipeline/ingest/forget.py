@@ -1,7 +1,8 @@
 """`tracehouse forget RUN`: remove a run from a warehouse in one transaction, then its Parquet files.
 
-Its catalog rows (traces, power logs, their partitions' rows, the manifest), its projections and
-its rows of every materialized table go together: a reader sees the run whole or not at all.
+Its catalog rows (traces, power logs, their partitions' rows, the manifest), its projections, its
+study's interference fit and its rows of every materialized table go together: a reader sees the
+run whole or not at all.
 The Parquet files are deleted once that has committed; an interruption between the two leaves
 only unregistered files, which the next ingest deletes as orphans.
 """
@@ -27,6 +28,9 @@ RUN_TABLES = (
     "op_slack_rows",
     "op_calls_healed",
 )
+# Tables keyed by study whose rows rest on every run of it (the interference fit of
+# `tracehouse project`): forgetting one run drops the study's rows (the next projection refits).
+STUDY_TABLES = ("interference_fits",)
 # The content hashes of a run's files that have partitions (parameters: study, run_id twice).
 _RUN_HASHES = (
     "SELECT content_hash FROM traces WHERE study = ? AND run_id = ? "
@@ -71,6 +75,10 @@ def forget_run(warehouse_dir: str | Path, run_id: str, *, study: str | None = No
             con.execute(f"DELETE {partitions}", key * 2)
             for table in RUN_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE study = ? AND run_id = ?", key)
+            for table in STUDY_TABLES:
+                exists = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
+                if con.execute(exists, [table]).fetchall()[0][0]:
+                    con.execute(f"DELETE FROM {table} WHERE study = ?", [chosen])
             refresh_runs_now(con, {(chosen, run_id)})
     for relative in paths:
         (warehouse / relative).unlink(missing_ok=True)

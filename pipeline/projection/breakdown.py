@@ -39,7 +39,8 @@ class StepBreakdown:
 @dataclass(frozen=True)
 class ReplayedRun:
     """The replayed step time (median over steps of the slowest rank's window) and the breakdown
-    of those slowest windows, summed over steps, as fractions of their total."""
+    of every rank's windows, summed over ranks and steps, as fractions of the summed windows (the
+    shares of scale_points, so a projection compares with the measured run's)."""
 
     step_time_us: float
     step_times_us: dict[int | None, float]
@@ -51,12 +52,15 @@ class ReplayedRun:
 
 
 def summarize(run: RunGraph, times: np.ndarray) -> ReplayedRun:
-    """Step times and the breakdown of the slowest rank's window of every step."""
+    """Step times (the slowest rank's window of every step) and the breakdown of every window."""
     per_step = run.step_times(times)
-    slowest = {step: max(ranks.items(), key=lambda kv: kv[1]) for step, ranks in per_step.items() if ranks}
-    step_times = {step: value for step, (_, value) in slowest.items()}
-    wanted = {(rank, step) for step, (rank, _) in slowest.items()}
-    parts = [window_breakdown(run, times, rank, step) for rank, step in sorted(wanted, key=str)]
+    step_times = {step: max(ranks.values()) for step, ranks in per_step.items() if ranks}
+    by_rank = intervals_by_rank(run)
+    parts = [
+        window_breakdown(run, times, rank, step, by_rank.get(rank, []))
+        for step, ranks in per_step.items()
+        for rank in ranks
+    ]
     total = sum(p.window_us for p in parts) or 1.0
     by_dim = defaultdict(float)
     for p in parts:
@@ -73,14 +77,29 @@ def summarize(run: RunGraph, times: np.ndarray) -> ReplayedRun:
     )
 
 
-def window_breakdown(run: RunGraph, times: np.ndarray, rank: int, step: int | None) -> StepBreakdown:
-    """Compute, exposed communication (by dimension), other and idle of one replayed window."""
+def intervals_by_rank(run: RunGraph) -> dict[int, list[tuple[int, int, str, str | None]]]:
+    """The run's intervals (start node, end node, class, dim) per rank."""
+    out: dict[int, list[tuple[int, int, str, str | None]]] = defaultdict(list)
+    for rank, s_node, e_node, klass, dim in run.intervals:
+        out[rank].append((s_node, e_node, klass, dim))
+    return out
+
+
+def window_breakdown(
+    run: RunGraph,
+    times: np.ndarray,
+    rank: int,
+    step: int | None,
+    intervals: list[tuple[int, int, str, str | None]] | None = None,
+) -> StepBreakdown:
+    """Compute, exposed communication (by dimension), other and idle of one replayed window;
+    `intervals` are the rank's (intervals_by_rank), read off the run when None."""
     lo, hi = run.window_bounds(times, rank, step)
     result = StepBreakdown(window_us=(hi - lo) / 1000.0)
     channels: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r, s_node, e_node, klass, dim in run.intervals:
-        if r != rank:
-            continue
+    if intervals is None:
+        intervals = intervals_by_rank(run).get(rank, [])
+    for s_node, e_node, klass, dim in intervals:
         s, e = max(times[s_node], lo), min(times[e_node], hi)
         if e > s:
             channels["comm:" + dimension_of(dim) if klass == "comm" else klass].append((s, e))

@@ -82,6 +82,7 @@ def join_instances(b: GraphBuilder, instances: Instances, offsets: dict[int, int
     last); each member's end after it, its residual measured on its own clock."""
     for i, members in enumerate(instances.members):
         arrival = b.node(max(b.measured(start) - offsets.get(rank, 0) for rank, start, _ in members), -1)
+        instances.arrival.append(arrival)
         op = instances.op[i] or "collective"
         for rank, start, _ in members:
             b.edge(start, arrival, fixed=-offsets.get(rank, 0), kind=Segment.WAIT, label=op)

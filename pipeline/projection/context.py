@@ -27,6 +27,7 @@ class Instances:
     group_size: list[int | None] = field(default_factory=list)
     dim: list[str] = field(default_factory=list)
     members: list[list[tuple[int, int, int]]] = field(default_factory=list)  # (rank, start, end node)
+    arrival: list[int] = field(default_factory=list)  # the arrival node (join_instances adds it)
 
     def add(self, key: tuple, row: dict) -> int:
         """The instance of `key`, added from its first member's comm_intervals row."""

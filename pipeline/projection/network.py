@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -93,12 +93,19 @@ def rank_hosts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -
     return {int(rank): host for rank, host in rows}
 
 
+# Where a fitted link's points came from, by tier (calibrated_network), and a network file's.
+LINK_SOURCES = ("run", "calibration", "study")
+FILE_SOURCE = "file"
+
+
 @dataclass(frozen=True)
 class Link:
-    """One level of the network: bus bandwidth (GB/s, nccl-tests' busbw) and per-hop latency."""
+    """One level of the network: bus bandwidth (GB/s, nccl-tests' busbw) and per-hop latency;
+    `source` says what it was fitted on (LINK_SOURCES) or that a network file gave it."""
 
     busbw_gbps: float
     latency_us: float
+    source: str = field(default="", compare=False)
 
     def time_us(self, op: str | None, size: float, n: int) -> float:
         if n <= 1:
@@ -152,7 +159,11 @@ def load_network_file(path: Path) -> NetworkModel:
         if table is None:
             continue
         try:
-            link = Link(busbw_gbps=float(table["busbw_gbps"]), latency_us=float(table.get("latency_us", 0.0)))
+            link = Link(
+                busbw_gbps=float(table["busbw_gbps"]),
+                latency_us=float(table.get("latency_us", 0.0)),
+                source=FILE_SOURCE,
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise TracehouseError(f"{path}: [{level}] needs busbw_gbps (GB/s) and latency_us (µs)") from exc
         if link.busbw_gbps <= 0 or link.latency_us < 0:
@@ -224,6 +235,6 @@ def calibrated_network(
     for key, tiers in grouped.items():
         for tier in sorted(tiers):
             if (link := fit_link(tiers[tier])) is not None:
-                links[key] = link
+                links[key] = replace(link, source=LINK_SOURCES[tier])
                 break
     return NetworkModel(devices_per_node=devices_per_node, links=links, source="network_curves")

@@ -18,11 +18,23 @@ from statistics import median
 from typing import Any
 
 import duckdb
+import numpy as np
 from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
+from tracehouse.pipeline.projection.interference import (
+    FitSamples,
+    Interference,
+    add_samples,
+    compute_overlaps,
+    device_type,
+    instance_overlaps,
+    store_fits,
+    stored_fits,
+)
 from tracehouse.pipeline.projection.network import (
+    LINK_SOURCES,
     NetworkModel,
     calibrated_network,
     load_network_file,
@@ -34,7 +46,15 @@ from tracehouse.pipeline.projection.results import (
     Projections,
     RunProjection,
 )
-from tracehouse.pipeline.projection.scenario import Layout, Scenario, edge_weights, layout_for
+from tracehouse.pipeline.projection.scenario import (
+    Layout,
+    Scenario,
+    instance_transfers,
+    layout_at_measured,
+    layout_for,
+    scaled_weights,
+    with_transfers,
+)
 from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline
 from tracehouse.pipeline.projection.unknowns import (
     batch_flag,
@@ -74,11 +94,13 @@ def project_run(
     network: NetworkModel | None,
     built: tuple[RunTimeline, RunGraph] | None = None,
     assumed: str | None = None,
+    interference: Interference | None = None,
 ) -> RunProjection:
     """The run's identity check and its projection at each world size (the measured one added); a
     world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`).
     `built`: the run's timeline and graph when the caller has them already; `assumed`: what the
-    projection had to assume of the topology (a note of every point)."""
+    projection had to assume of the topology (a note of every point); `interference`: the
+    stretch of transfers under overlap for the run's device type (None: none modelled)."""
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
@@ -92,16 +114,64 @@ def project_run(
         if gap is not None and layout.dp_new != layout.dp:
             refused[size] = gap
             continue
-        replays.append(
-            (layout, summarize(run, run.graph.replay(edge_weights(run, layout, scenario, network, hosts))))
-        )
+        times = scenario_times(run_id, run, layout, scenario, network, hosts, interference)
+        replays.append((layout, summarize(run, times)))
     # the node capacity places only projected layouts (the measured one sits on its traces' hosts)
     placed = assumed and any(layout.world_size_new != facts.world_size for layout, _ in replays)
     notes = [*refusal_notes(refused), *([assumed] if placed else [])]
-    words = (scenario.describe(network), "; ".join(notes) or None)
+    described = scenario.describe(network)
+    if interference is not None and not scenario.ideal_network:
+        described += "; " + interference.describe()
+    words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     points = with_measured(connection, facts, points, scenario.weak_scaling)
     return RunProjection(facts, identity, points, notes=notes, refused=refused)
+
+
+def scenario_times(
+    run_id: str,
+    run: RunGraph,
+    layout: Layout,
+    scenario: Scenario,
+    network: NetworkModel | None,
+    hosts: dict,
+    interference: Interference | None,
+) -> np.ndarray:
+    """The replayed times under the scenario (docs/projection.md, "Communication that competes").
+    A transfer the network model times is its network time x (1 + stretch x overlap) x its level:
+    a measured instance timed by the calibrated network keeps its own (its measured transfer over
+    its network time and stretch at the measured layout), any other the link's
+    (`Interference.link_scale`); a compute piece is its time alone (its measured time over its
+    stretch at the measured overlap) x (1 + compute_stretch x overlap). Replayed twice: with the
+    measured overlaps (none for a planned collective), then with the overlaps of the first replay."""
+    weights = scaled_weights(run, layout, scenario)
+    transfers = instance_transfers(run, layout, scenario, network, hosts)
+    if scenario.ideal_network:
+        return run.graph.replay(with_transfers(run, weights, transfers.ns))
+    fit = interference or Interference("none")
+    overlaps = instance_overlaps(run, run.graph.measured_times(), run.transfer_ns)
+    level = np.array([fit.link_scale(run_id, source) for source in transfers.source])
+    calibrated = np.array([source in LINK_SOURCES for source in transfers.source], dtype=bool)
+    measured = calibrated & (run.transfer_ns[: len(level)] > 0)
+    if measured.any():
+        at_measured = instance_transfers(run, layout_at_measured(layout), Scenario(), network, hosts).ns
+        own = measured & (at_measured > 0)
+        level[own] = run.transfer_ns[own] / (at_measured[own] * (1.0 + fit.stretch * overlaps[own]))
+    modelled = np.array([source is not None for source in transfers.source], dtype=bool)
+    measured_compute = compute_overlaps(run, run.graph.measured_times()) if fit.compute_stretch > 0 else None
+    compute = measured_compute
+    times = np.empty(0)
+    for _ in range(2 if fit.stretch > 0 or fit.compute_stretch > 0 else 1):
+        stretched = transfers.ns * np.where(modelled, level * (1.0 + fit.stretch * overlaps), 1.0)
+        scaled = weights
+        if measured_compute is not None:
+            stretch = fit.compute_stretch
+            scaled = weights * (1.0 + stretch * compute) / (1.0 + stretch * measured_compute)
+        times = run.graph.replay(with_transfers(run, scaled, stretched))
+        overlaps = instance_overlaps(run, times, stretched)
+        if measured_compute is not None:
+            compute = compute_overlaps(run, times)
+    return times
 
 
 def _points(
@@ -262,15 +332,20 @@ def project_study(
     results = Projections()
     paths = StudyPaths()
     with open_reader(warehouse_dir) as connection:
-        runs = [run_id] if run_id is not None else study_runs(connection, study)
+        every_run = study_runs(connection, study)
+        runs = [run_id] if run_id is not None else every_run
         per_node, assumed = (devices_per_node, None) if devices_per_node else node_size(connection, study)
         if network_from_file is not None:
             assumed = None  # the file states devices_per_node
+        fits = stored_fits(connection, study) if scenario.interference else {}
+        fitting = fits is None
+        if fits is None:
+            fits = fit_study(connection, study, per_node, progress)
         for run in runs:
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
-                built = paths.replay(connection, study, run)
+                timeline, graph = paths.replay(connection, study, run)
                 network = network_from_file or calibrated_network(
                     connection, study=study, run_id=run, devices_per_node=per_node
                 )
@@ -283,18 +358,50 @@ def project_study(
                         scenario=scenario,
                         scenario_name=scenario_name,
                         network=network,
-                        built=built,
+                        built=(timeline, graph),
                         assumed=assumed,
+                        interference=fits.get(device_type(timeline)),
                     )
                 )
             except TracehouseError as exc:
                 if run_id is not None:
                     raise
                 results.failed[run] = str(exc).splitlines()[0]
+        results.interference = list(fits.values())
     with connect(warehouse_dir) as connection:
         store_projections(connection, results)
         store_paths(connection, study, paths)
+        if fitting:
+            with transaction(connection):
+                store_fits(connection, study, fits)
     return results
+
+
+def fit_study(
+    connection: duckdb.DuckDBPyConnection,
+    study: str,
+    devices_per_node: int,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Interference]:
+    """The interference fit of every device type of the study, from every run it can read
+    (projection/interference.py); `tracehouse project` stores it (store_fits) for the next one."""
+    samples: dict[str, FitSamples] = {}
+    for run in study_runs(connection, study):
+        if progress is not None:
+            progress(f"reading {study}/{run} to fit how communication and compute interfere")
+        try:
+            built = built_run(connection, study, run)
+        except TracehouseError:
+            continue  # the projection of the run says why
+        add_samples(
+            samples.setdefault(device_type(built[0]), FitSamples()),
+            connection,
+            study,
+            run,
+            built,
+            devices_per_node,
+        )
+    return {device: rows.fit(device) for device, rows in samples.items()}
 
 
 def node_size(connection: duckdb.DuckDBPyConnection, study: str) -> tuple[int, str | None]:

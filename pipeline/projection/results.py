@@ -15,6 +15,7 @@ from tracehouse.pipeline.projection.timeline import RunFacts
 
 if TYPE_CHECKING:
     import pandas as pd
+    from tracehouse.pipeline.projection.interference import Interference
 
 # The columns a notebook table shows (all of them are in `.pl()`).
 SHOWN = (
@@ -150,6 +151,7 @@ class Projections(list):
     def __init__(self, runs: Iterable[RunProjection] = (), failed: dict[str, str] | None = None) -> None:
         super().__init__(runs)
         self.failed: dict[str, str] = dict(failed or {})
+        self.interference: list[Interference] = []  # the fit per device type (projection/interference.py)
 
     def pl(self) -> pl.DataFrame:
         """Every projected point of every run, one row each."""

@@ -22,7 +22,7 @@ builds it) with ranks filling nodes of the network's devices_per_node (`group_ra
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,7 @@ class Scenario:
     memory_speedup: float = 1.0
     ideal_network: bool = False
     weak_scaling: bool = False
+    interference: bool = True  # transfers stretch under overlap (projection/interference.py)
 
     def __post_init__(self) -> None:
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup"):
@@ -65,6 +66,8 @@ class Scenario:
             parts.append(f"network-{network_file.stem}")
         if self.weak_scaling:
             parts.append("weak")
+        if not self.interference:
+            parts.append("no-interference")
         return "+".join(parts) or "baseline"
 
     def describe(self, network: NetworkModel | None) -> str:
@@ -84,6 +87,8 @@ class Scenario:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:
             parts.append(f"network from {network.source}, {network.devices_per_node} devices per node")
+        if not self.interference:
+            parts.append("no interference (transfers at their network time, overlapped or not)")
         return "; ".join(parts)
 
 
@@ -106,6 +111,11 @@ class Layout:
         return bool(self.strategy) and self.strategy.startswith("fsdp")
 
 
+def layout_at_measured(layout: Layout) -> Layout:
+    """The measured layout of the run a layout projects."""
+    return replace(layout, dp_new=layout.dp)
+
+
 def layout_for(facts: RunFacts, world_size: int) -> Layout:
     """The projected layout: the world grows along data parallelism only."""
     tp, pp = facts.tp or 1, facts.pp or 1
@@ -118,17 +128,40 @@ def layout_for(facts: RunFacts, world_size: int) -> Layout:
     return Layout(facts.strategy, facts.world_size, dp, tp * pp, world_size // (tp * pp))
 
 
+@dataclass(frozen=True)
+class Transfers:
+    """Each matched instance's transfer (ns) under a scenario, and the source of the network link
+    that timed it (`Link.source`; None where the measured transfer was kept or zeroed)."""
+
+    ns: np.ndarray
+    source: list[str | None]
+
+
 def edge_weights(
     run: RunGraph,
     layout: Layout,
     scenario: Scenario,
     network: NetworkModel | None,
     hosts: Mapping[int, Hashable | None] | None = None,
+    transfer_factors: np.ndarray | None = None,
 ) -> np.ndarray:
     """One weight per edge of the run's graph under the scenario (ns); hosts is the measured
-    run's rank -> host map (traces.host), used at the measured layout."""
+    run's rank -> host map (traces.host), used at the measured layout; `transfer_factors`
+    multiply each instance's transfer (the interference model)."""
+    transfers = instance_transfers(run, layout, scenario, network, hosts or {})
+    factors = 1.0 if transfer_factors is None else transfer_factors
+    return with_transfers(run, scaled_weights(run, layout, scenario), transfers.ns * factors)
+
+
+def tokens_factor(layout: Layout, scenario: Scenario) -> float:
+    """How the work per device follows the tokens per device: dp / dp_new under strong scaling."""
+    return 1.0 if scenario.weak_scaling else layout.dp / layout.dp_new
+
+
+def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndarray:
+    """Every edge's weight under the scenario but the transfers' (left at their fixed parts)."""
     g = run.graph
-    tokens = 1.0 if scenario.weak_scaling else layout.dp / layout.dp_new
+    tokens = tokens_factor(layout, scenario)
     optimizer = layout.dp / layout.dp_new if layout.sharded_optimizer else 1.0
     phase_factor = np.where(g.phase == Phase.OPTIMIZER, optimizer, tokens)
     factor = np.ones(len(g.cost))
@@ -138,13 +171,19 @@ def edge_weights(
     compute_like = np.isin(g.cost, (Cost.COMPUTE_MATMUL, Cost.COMPUTE_OTHER, Cost.MEMORY))
     factor[compute_like] *= phase_factor[compute_like]
     weights = g.fixed + g.base * factor
-    transfer = instance_transfers(run, layout, scenario, network, tokens, hosts or {})
-    is_transfer = g.cost == Cost.TRANSFER
-    weights[is_transfer] = g.fixed[is_transfer] + transfer[g.instance[is_transfer]]
     local = g.cost == Cost.COMM_LOCAL
     if scenario.ideal_network:
         weights[local] = g.fixed[local]
     return weights
+
+
+def with_transfers(run: RunGraph, weights: np.ndarray, transfer_ns: np.ndarray) -> np.ndarray:
+    """The weights with each transfer edge set to its fixed part plus its instance's transfer."""
+    g = run.graph
+    out = weights.copy()
+    is_transfer = g.cost == Cost.TRANSFER
+    out[is_transfer] = g.fixed[is_transfer] + transfer_ns[g.instance[is_transfer]]
+    return out
 
 
 def instance_transfers(
@@ -152,14 +191,15 @@ def instance_transfers(
     layout: Layout,
     scenario: Scenario,
     network: NetworkModel | None,
-    tokens: float,
     hosts: Mapping[int, Hashable | None],
-) -> np.ndarray:
+) -> Transfers:
     """Each matched instance's transfer (ns) under the scenario."""
     inst = run.instances
     out = np.array(run.transfer_ns, dtype=np.float64)
+    sources: list[str | None] = [None] * len(out)
     if scenario.ideal_network:
-        return np.zeros_like(out)
+        return Transfers(np.zeros_like(out), sources)
+    tokens = tokens_factor(layout, scenario)
     for i, measured in enumerate(inst.transfer_ns):
         n = inst.group_size[i] or len(inst.members[i])
         data_parallel = is_data_parallel(inst.dim[i], layout)
@@ -170,13 +210,14 @@ def instance_transfers(
             size = float(inst.bytes[i] or 0)
         else:
             n_new, size = n, float(inst.bytes[i] or 0) * tokens
-        modelled = None
+        link = None
         if network is not None and size > 0:
             ranks = [rank for rank, _, _ in inst.members[i]]
             placement = group_placement(ranks, inst.dim[i], n_new, layout, hosts, network.devices_per_node)
-            modelled = network.time_us(inst.op[i], size, n_new, placement)
-        if modelled is not None:
-            out[i] = modelled * 1e3
+            link = network.link(inst.op[i], n_new, placement)
+        if link is not None:
+            out[i] = link.time_us(inst.op[i], size, n_new) * 1e3
+            sources[i] = link.source
         elif not data_parallel:
             out[i] = measured * tokens
         elif n_new != n:
@@ -184,7 +225,7 @@ def instance_transfers(
                 f"no network calibration for {inst.op[i]} across {n_new} ranks: ingest nccl-tests output "
                 "(or `tracehouse calibrate`), or pass --network FILE (Python: network=)"
             )
-    return out
+    return Transfers(out, sources)
 
 
 def is_data_parallel(dim: str, layout: Layout) -> bool:

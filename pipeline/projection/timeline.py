@@ -105,6 +105,24 @@ QUERIES = {
 }
 
 
+# The op calls the interference fit compares (projection/interference.py): on CPU ranks every
+# compute call on the timeline with its span and self time, on GPU ranks the signature of each op
+# that launched device work (its kernels are the graph's compute edges).
+OP_SIGNATURES = f"""
+    SELECT c.rank, c.gpu_rank, c.op_id, c.name, o.input_dims, o.input_types, c.phase,
+           o.ts_unix_ns AS start_ns, o.ts_unix_ns + o.dur_ns AS end_ns, c.self_ns
+    FROM op_calls AS c
+    JOIN ops AS o ON o.study = c.study AND o.run_id = c.run_id AND o.rank = c.rank AND o.op_id = c.op_id
+    WHERE c.{RUN_FILTER.replace(" AND ", " AND c.")} AND c.on_timeline
+      AND (c.gpu_rank AND c.device_events > 0 OR NOT c.gpu_rank AND c.self_ns > 0)
+    ORDER BY c.rank, o.ts_unix_ns"""
+
+
+def op_signatures_frame(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> pl.DataFrame:
+    """The run's rows of OP_SIGNATURES."""
+    return connection.sql(OP_SIGNATURES, params={"study": study, "run_id": run_id}).pl()
+
+
 @dataclass(frozen=True)
 class RunFacts:
     """The manifest facts a projection needs (NULLs when the run has no manifest)."""

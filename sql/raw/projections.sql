@@ -1,8 +1,9 @@
 -- depends on: nothing
 -- One row per projected point: a run replayed under a scenario at a world size, written by
 -- `tracehouse project` (a new projection of the same run and scenario replaces the old rows).
--- Fractions are of the slowest rank's step windows summed over the steps (METHODOLOGY's
--- breakdown applied to the replayed run); exposed_comm_<dim>_frac split exposed_comm_frac by
+-- Fractions are of every rank's step windows summed over ranks and steps (METHODOLOGY's breakdown
+-- applied to the replayed run, the shares scale_points gives a measured run); the step time is the
+-- median over steps of the slowest rank's window; exposed_comm_<dim>_frac split exposed_comm_frac by
 -- parallel dimension (dp includes the whole-world group; other: unknown groups). Throughput is
 -- NULL when the run's manifest gives no tokens per step. scaling_efficiency and the marginal
 -- throughput are against the run's own measured point; knee marks the smallest world size whose

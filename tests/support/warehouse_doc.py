@@ -100,6 +100,13 @@ RELATIONS = {
         " project` (which replaces the run's rows); a run that cannot be replayed has one row with its"
         " `reason`; the public view is `critical_path`",
     ),
+    "interference_fits": (
+        None,
+        "one row per study and device type: how much collective transfers and compute stretch while"
+        " they overlap, fitted by `tracehouse project` on the study's measured multi-rank runs and"
+        " reused while the study's traces are the same (docs/projection.md, \"Communication that"
+        " competes\")",
+    ),
     "op_slack_rows": (
         None,
         "one row per run, step, rank and op of a replayed step: how much one call of the op could grow"
