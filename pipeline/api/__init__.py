@@ -120,6 +120,8 @@ def project(
     ideal_network: bool = False,
     weak_scaling: bool = False,
     interference: bool = True,
+    grad_compression: float = 1.0,
+    comm_dtype: str | None = None,
     scenario: str | None = None,
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
@@ -137,6 +139,8 @@ def project(
         ideal_network=ideal_network,
         weak_scaling=weak_scaling,
         interference=interference,
+        grad_compression=grad_compression,
+        comm_dtype=comm_dtype,
     )
     network_file = Path(network) if network is not None else None
     return project_study(

@@ -61,6 +61,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--weak-scaling", action="store_true", help="fixed per-device batch (default: fixed global)"
     )
     p.add_argument(
+        "--grad-compression",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="data-parallel gradient reductions (all-reduce, reduce-scatter) move bytes / F",
+    )
+    p.add_argument(
+        "--comm-dtype",
+        metavar="DTYPE",
+        help="every float collective moves this element type (fp32, bf16, fp16, fp8): bytes x its size / "
+        "the measured one's",
+    )
+    p.add_argument(
         "--no-interference",
         action="store_true",
         help="time every transfer at its network time, overlapped or not (default: transfers "
@@ -101,6 +114,8 @@ def handle(args: argparse.Namespace) -> int:
             ideal_network=args.ideal_network,
             weak_scaling=args.weak_scaling,
             interference=not args.no_interference,
+            grad_compression=args.grad_compression,
+            comm_dtype=args.comm_dtype,
         )
     except TracehouseError as exc:
         raise TracehouseError(f"invalid scenario: {exc}") from exc

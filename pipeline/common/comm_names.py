@@ -73,17 +73,17 @@ _KERNEL_OPS = (
 )
 
 _DTYPES = {
-    "float32": ("float", "float32", "c10::float", "single"),
+    "float32": ("float", "float32", "c10::float", "single", "fp32"),
     "float64": ("double", "float64", "c10::double"),
-    "float16": ("half", "float16", "c10::half"),
-    "bfloat16": ("bfloat16", "c10::bfloat16"),
+    "float16": ("half", "float16", "c10::half", "fp16"),
+    "bfloat16": ("bfloat16", "c10::bfloat16", "bf16"),
     "int64": ("long", "long int", "int64", "int64_t", "long long"),
     "int32": ("int", "int32", "int32_t"),
     "int16": ("short", "short int", "int16"),
     "int8": ("char", "signed char", "int8", "int8_t"),
     "uint8": ("byte", "unsigned char", "uint8", "uint8_t"),
     "bool": ("bool",),
-    "float8_e4m3fn": ("float8_e4m3fn", "c10::float8_e4m3fn"),
+    "float8_e4m3fn": ("float8_e4m3fn", "c10::float8_e4m3fn", "fp8"),
     "float8_e5m2": ("float8_e5m2", "c10::float8_e5m2"),
     "complex64": ("complexfloat", "c10::complex<float>", "complex64"),
     "complex128": ("complexdouble", "c10::complex<double>", "complex128"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 import polars as pl
+from tracehouse.pipeline.common.comm_names import dtype_name
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Segment
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
@@ -26,6 +27,7 @@ class Instances:
     bytes: list[int | None] = field(default_factory=list)
     group_size: list[int | None] = field(default_factory=list)
     dim: list[str] = field(default_factory=list)
+    dtype: list[str | None] = field(default_factory=list)  # the element type it moves (comm_names.dtype_name)
     members: list[list[tuple[int, int, int]]] = field(default_factory=list)  # (rank, start, end node)
     arrival: list[int] = field(default_factory=list)  # the arrival node (join_instances adds it)
 
@@ -38,6 +40,7 @@ class Instances:
             self.bytes.append(row["bytes"])
             self.group_size.append(row["group_size"])
             self.dim.append(row["parallel_dim"])
+            self.dtype.append(dtype_name(row.get("dtype")))
             self.members.append([])
         return self.key_index[key]
 

@@ -99,7 +99,14 @@ def _add_synthetic(
         b.edge(issue, start, kind=Segment.LAUNCH_DELAY, label=item.op)
         if previous_end is not None:
             b.edge(previous_end, start, kind=Segment.LAUNCH_DELAY, label=item.op)
-        row = {"transfer_ns": 0.0, "op": item.op, "bytes": item.bytes, "group_size": 1, "parallel_dim": "dp"}
+        row = {
+            "transfer_ns": 0.0,
+            "op": item.op,
+            "bytes": item.bytes,
+            "dtype": ctx.timeline.facts.dtype,
+            "group_size": 1,
+            "parallel_dim": "dp",
+        }
         i = ctx.instances.add(("synthetic", rank, *item.key), row)
         ctx.instances.members[i].append((rank, start, end))
         if wait is not None:

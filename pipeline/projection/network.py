@@ -192,7 +192,10 @@ def fit_link(points: list[tuple[str, float, int, float]]) -> Link | None:
 
 
 def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Two-unknown least squares with both unknowns kept >= 0 (a zero column drops out)."""
+    """Two-unknown least squares with both unknowns kept >= 0 (a zero column drops out). Points of
+    one size cannot tell latency from bandwidth (the columns are collinear, every choice fits them
+    as well): a tie, to float noise, goes to the first of both, bandwidth alone, latency alone, so
+    the same points always give the same link whatever their order."""
     best = None
     for keep in ((0, 1), (1,), (0,)):
         cols = a[:, keep]
@@ -204,7 +207,7 @@ def _nonnegative_lstsq(a: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         full = np.zeros(2)
         full[list(keep)] = x
         residual = float(np.sum((a @ full - y) ** 2))
-        if best is None or residual < best[0]:
+        if best is None or residual < best[0] - 1e-9 * (best[0] + float(np.sum(y**2))):
             best = (residual, full)
     return (0.0, 0.0) if best is None else (float(best[1][0]), float(best[1][1]))
 
@@ -222,7 +225,8 @@ def calibrated_network(
            FROM network_curves
            WHERE time_us > 0 AND bytes > 0 AND ranks > 1 AND coalesce(in_place, false) = false
              AND nodes IS NOT NULL
-             AND (source <> 'trace' OR study = $study)""",
+             AND (source <> 'trace' OR study = $study)
+           ORDER BY ALL""",
         {"study": study, "run_id": run_id},
     ).fetchall()
     grouped: dict[tuple[str, str], dict[int, list]] = {}

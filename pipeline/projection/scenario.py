@@ -26,11 +26,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.graph import Cost, Phase
 from tracehouse.pipeline.projection.network import NetworkModel, Placement, packed_hosts, place_group
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
+
+# The collectives that reduce gradients (what gradient compression shrinks) and the element types a
+# lower-precision collective may replace (comm_names' names).
+GRADIENT_REDUCTIONS = ("all_reduce", "reduce_scatter")
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,11 +49,29 @@ class Scenario:
     ideal_network: bool = False
     weak_scaling: bool = False
     interference: bool = True  # transfers stretch under overlap (projection/interference.py)
+    grad_compression: float = 1.0  # data-parallel gradient reductions move bytes / this
+    comm_dtype: str | None = None  # collectives move this element type (comm_names.dtype_name)
 
     def __post_init__(self) -> None:
-        for name in ("compute_speedup", "matmul_speedup", "memory_speedup"):
+        for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
             if not getattr(self, name) > 0:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
+        if self.comm_dtype is not None and dtype_size(dtype_name(self.comm_dtype) or "") is None:
+            raise TracehouseError(
+                f"comm-dtype {self.comm_dtype!r} is no element type tracehouse knows "
+                "(e.g. fp32, bf16, fp16, fp8)"
+            )
+
+    def bytes_factor(self, op: str | None, data_parallel: bool, measured_dtype: str | None) -> float:
+        """What the scenario does to a collective's bytes: gradient reductions (data-parallel
+        all-reduce and reduce-scatter) / grad_compression; every collective of a known float element
+        type x comm_dtype's size / its own (parameters' all-gathers are not gradients)."""
+        factor = 1.0
+        if data_parallel and op in GRADIENT_REDUCTIONS:
+            factor /= self.grad_compression
+        if self.comm_dtype is not None and measured_dtype in FLOAT_DTYPES:
+            factor *= dtype_size(dtype_name(self.comm_dtype)) / dtype_size(measured_dtype)
+        return factor
 
     def short_name(self, network_file: Path | None) -> str:
         """A name from what the scenario changes ("baseline" when nothing), e.g. compute-x2+ideal-network."""
@@ -64,6 +88,10 @@ class Scenario:
             parts.append("ideal-network")
         elif network_file is not None:
             parts.append(f"network-{network_file.stem}")
+        if self.grad_compression != 1:
+            parts.append(f"grad-compression-x{self.grad_compression:g}")
+        if self.comm_dtype is not None:
+            parts.append(f"comm-{self.comm_dtype}")
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -83,6 +111,15 @@ class Scenario:
             parts.append(f"matmul/attention x{self.matmul_speedup:g}")
         if self.memory_speedup != 1:
             parts.append(f"copies x{self.memory_speedup:g}")
+        if self.grad_compression != 1:
+            parts.append(
+                f"gradient reductions compressed x{self.grad_compression:g} (data-parallel all-reduce and "
+                "reduce-scatter bytes)"
+            )
+        if self.comm_dtype is not None:
+            parts.append(
+                f"collectives in {dtype_name(self.comm_dtype)} (float collectives' bytes by element size)"
+            )
         if self.ideal_network:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:
@@ -210,6 +247,7 @@ def instance_transfers(
             size = float(inst.bytes[i] or 0)
         else:
             n_new, size = n, float(inst.bytes[i] or 0) * tokens
+        size *= scenario.bytes_factor(inst.op[i], data_parallel, inst.dtype[i])
         link = None
         if network is not None and size > 0:
             ranks = [rank for rank, _, _ in inst.members[i]]

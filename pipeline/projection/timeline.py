@@ -59,7 +59,7 @@ QUERIES = {
             FROM comm_exposure WHERE {RUN_FILTER}
         )
         SELECT c.rank, c.rule, c.name, c.start_ns, c.end_ns, c.stream, c.tid, c.op, c.process_group,
-               c.seq, c.bytes, c.group_size, c.transfer_ns, c.phase,
+               c.seq, c.bytes, c.dtype, c.group_size, c.transfer_ns, c.phase,
                coalesce(d.parallel_dim, 'unknown') AS parallel_dim
         FROM comm_intervals AS c
         LEFT JOIN dims AS d ON c.rank = d.rank AND c.start_ns = d.start_unix_ns AND c.name = d.name

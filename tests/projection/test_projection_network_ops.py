@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tracehouse.pipeline.projection.network import Link, NetworkModel, calibrated_network
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tracehouse.pipeline.projection.network import Link, NetworkModel, calibrated_network, fit_link
 from tracehouse.pipeline.warehouse.reading import open_reader
 
 
@@ -32,3 +36,18 @@ def test_the_pipeline_run_fits_its_send_recv_pairs_and_times_its_sends_with_them
     fitted = net.links[("send_recv", "intra_node")]
     assert net.link("send", 2) is fitted and net.link("recv", 2) is fitted
     assert fitted is not net.links.get(("all_reduce", "intra_node"))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.permutations(range(24)), st.floats(1.0, 5e3), st.sampled_from([2, 4, 8]))
+def test_points_of_one_size_always_fit_the_same_link_whatever_their_order(order, base_us, n) -> None:
+    """One size cannot tell latency from bandwidth: the fit must not flip between the two with the
+    order of the points (it did with the rows' order from DuckDB, and a run's projection with it)."""
+    rng = np.random.default_rng(7)
+    times = base_us * (1 + 0.3 * rng.random(24))
+    points = [("all_reduce", 131072.0, n, float(t)) for t in times]
+    reference = fit_link(points)
+    shuffled = fit_link([points[i] for i in order])
+    assert reference is not None and shuffled is not None
+    assert shuffled.busbw_gbps == pytest.approx(reference.busbw_gbps, rel=1e-9)
+    assert shuffled.latency_us == pytest.approx(reference.latency_us, rel=1e-9, abs=1e-9)

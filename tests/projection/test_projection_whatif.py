@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -21,10 +22,15 @@ STUDY = "tiny-cpu-gloo"
 LINEAR = NetworkModel(devices_per_node=8, links={("*", "intra_node"): Link(busbw_gbps=10.0, latency_us=0.0)})
 
 
+@cache
+def _built(warehouse: Path, run_id: str) -> tuple:
+    with open_reader(warehouse) as con:
+        return built_run(con, STUDY, run_id)
+
+
 def _ratios(warehouse: Path, run_id: str, scenario: Scenario) -> list[tuple[str, bool, str | None, float]]:
     """Per instance: op, data-parallel, dtype, transfer under the scenario / the baseline's."""
-    with open_reader(warehouse) as con:
-        timeline, run = built_run(con, STUDY, run_id)
+    timeline, run = _built(warehouse, run_id)
     layout = layout_for(timeline.facts, timeline.facts.world_size)
     base = instance_transfers(run, layout, Scenario(), LINEAR, {}).ns
     changed = instance_transfers(run, layout, scenario, LINEAR, {}).ns
@@ -37,7 +43,9 @@ def _ratios(warehouse: Path, run_id: str, scenario: Scenario) -> list[tuple[str,
 
 
 @pytest.mark.parametrize("run_id", ["fsdp-ws2", "ddp-ws2", "tp-ws2"])
-def test_gradient_compression_shrinks_the_gradient_reductions_only(sample_warehouse: Path, run_id: str) -> None:
+def test_gradient_compression_shrinks_the_gradient_reductions_only(
+    sample_warehouse: Path, run_id: str
+) -> None:
     rows = _ratios(sample_warehouse, run_id, Scenario(grad_compression=4))
     gradients = [r for op, dp, _, r in rows if dp and op in ("all_reduce", "reduce_scatter")]
     others = [r for op, dp, _, r in rows if not (dp and op in ("all_reduce", "reduce_scatter"))]
@@ -60,8 +68,7 @@ def test_lower_precision_collectives_move_bytes_by_element_size(
 
 def test_a_planned_collective_moves_the_manifests_element_type(sample_warehouse: Path) -> None:
     """ddp-ws1 issues no all-reduce: the planned buckets carry the manifest's dtype (fp32)."""
-    with open_reader(sample_warehouse) as con:
-        timeline, run = built_run(con, STUDY, "ddp-ws1")
+    timeline, run = _built(sample_warehouse, "ddp-ws1")
     layout = layout_for(timeline.facts, 2)
     assert set(run.instances.dtype) == {"float32"}
     base = instance_transfers(run, layout, Scenario(), LINEAR, {}).ns
@@ -84,16 +91,26 @@ def test_impossible_what_ifs_are_refused(changes: dict, message: str) -> None:
 def test_the_command_names_and_states_the_what_if(sample_warehouse: Path, tmp_path: Path, capsys) -> None:
     warehouse = tmp_path / "wh"
     shutil.copytree(sample_warehouse, warehouse)
-    args = ["project", "--warehouse", str(warehouse), "--study", STUDY, "--run", "ddp-ws2", "--world-sizes", "64"]
+    args = [
+        "project",
+        "--warehouse",
+        str(warehouse),
+        "--study",
+        STUDY,
+        "--run",
+        "ddp-ws2",
+        "--world-sizes",
+        "8",
+    ]
     assert main(args) == 0
     assert main([*args, "--grad-compression", "8", "--comm-dtype", "bf16"]) == 0
     out = capsys.readouterr().out
     assert "gradient reductions compressed x8" in out and "collectives in bfloat16" in out
     with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
         steps = dict(
-            con.execute("SELECT scenario, step_time_us FROM projections WHERE world_size = 64").fetchall()
+            con.execute("SELECT scenario, step_time_us FROM projections WHERE world_size = 8").fetchall()
         )
     assert set(steps) == {"baseline", "grad-compression-x8+comm-bf16"}
-    assert steps["grad-compression-x8+comm-bf16"] < steps["baseline"]
+    assert steps["grad-compression-x8+comm-bf16"] < steps["baseline"], steps  # 29.0 against 29.8 ms
     assert main([*args, "--comm-dtype", "int3"]) == 2
     assert "invalid scenario: comm-dtype 'int3'" in capsys.readouterr().err

@@ -105,7 +105,7 @@ RELATIONS = {
         "one row per study and device type: how much collective transfers and compute stretch while"
         " they overlap, fitted by `tracehouse project` on the study's measured multi-rank runs and"
         " reused while the study's traces are the same (docs/projection.md, \"Communication that"
-        " competes\")",
+        ' competes")',
     ),
     "op_slack_rows": (
         None,
