@@ -104,34 +104,49 @@ def world_size_two(root: Path, skip_collect: bool) -> None:
     measured = json.loads(
         tracehouse(
             "query",
-            "SELECT run_id, step_time_us FROM scale_points",
+            "SELECT run_id, step_time_us, compute_frac, exposed_comm_frac, other_frac, idle_frac "
+            "FROM scale_points",
             "--warehouse",
             str(two),
             "--format",
             "json",
         )
     )
-    measured_by_strategy = {row["run_id"].split("-")[0]: row["step_time_us"] for row in measured}
-    projected = json.loads(
-        tracehouse("project", "--warehouse", str(one), "--study", "ws1", "--world-sizes", "2", "--json")
-    )
+    truth_by_strategy = {row["run_id"].split("-")[0]: row for row in measured}
     print("\n2. CPU world size 2 projected from a world-size-1 run and a world-size-2 calibration")
-    print(f"   {'run':<14} {'ws1 ms':>8} {'projected ws2 ms':>17} {'measured ws2 ms':>16} {'error':>8}")
-    for run in projected:
-        points = {p["world_size"]: p for p in run["points"]}
-        strategy = run["run_id"].split("-")[0]
-        truth = measured_by_strategy.get(strategy)
-        if 2 not in points:  # refused: its data-parallel collectives cannot be planned
-            print(f"   {run['run_id']:<14} not projected: {'; '.join(run['notes'])}")
-            continue
-        guess = points[2]["step_time_us"]
-        error = f"{100 * (guess - truth) / truth:+7.1f}%" if truth else "-"
-        print(
-            f"   {run['run_id']:<14} {points[1]['step_time_us'] / 1e3:8.2f} {guess / 1e3:17.2f} "
-            f"{(truth or float('nan')) / 1e3:16.2f} {error:>8}"
+    print(
+        "   components: compute / exposed communication / other / idle, % of the step; error: projected "
+        "- measured (points)"
+    )
+    header = f"   {'run':<10} {'model':<16} {'step ms':>8} {'measured':>9} {'error':>7}  components (error)"
+    print(header)
+    for label, extra in (("interference", []), ("no interference", ["--no-interference"])):
+        projected = json.loads(
+            tracehouse(
+                "project", "--warehouse", str(one), "--study", "ws1", "--world-sizes", "2", "--json", *extra
+            )
         )
-        for note in run["notes"]:
-            print(f"     note: {note}")
+        for run in projected:
+            points = {p["world_size"]: p for p in run["points"]}
+            truth = truth_by_strategy.get(run["run_id"].split("-")[0])
+            if 2 not in points or truth is None:  # refused: its data-parallel collectives cannot be planned
+                print(f"   {run['run_id']:<10} {label:<16} not projected: {'; '.join(run['notes'])}")
+                continue
+            guess = points[2]
+            error = 100 * (guess["step_time_us"] - truth["step_time_us"]) / truth["step_time_us"]
+            parts = " / ".join(
+                f"{100 * guess[c]:.1f} ({100 * (guess[c] - truth[c]):+.1f})"
+                for c in ("compute_frac", "exposed_comm_frac", "other_frac", "idle_frac")
+            )
+            print(
+                f"   {run['run_id']:<10} {label:<16} {guess['step_time_us'] / 1e3:8.2f} "
+                f"{truth['step_time_us'] / 1e3:9.2f} {error:+6.1f}%  {parts}"
+            )
+    for strategy, row in sorted(truth_by_strategy.items()):
+        shares = " / ".join(
+            f"{100 * row[c]:.1f}" for c in ("compute_frac", "exposed_comm_frac", "other_frac", "idle_frac")
+        )
+        print(f"   measured {strategy} at world size 2: {row['step_time_us'] / 1e3:.2f} ms, {shares}")
 
 
 def to_2048(root: Path) -> None:

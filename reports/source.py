@@ -9,6 +9,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
 from tracehouse.pipeline.warehouse import database
+from tracehouse.pipeline.warehouse.meta import has_relation
 from tracehouse.pipeline.warehouse.sandbox import seal
 
 REQUIRED_VIEWS = ("runs", "scale_points", "step_breakdown")
@@ -64,16 +65,6 @@ def frame(con: duckdb.DuckDBPyConnection, query: str, *params: Any) -> pl.DataFr
         return con.sql(query, params=list(params) or None).pl()
     except duckdb.Error as exc:
         raise WarehouseError(f"report query failed: {one_line(exc)}") from exc
-
-
-def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether a table or view of that name exists."""
-    found = con.sql(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = $1 AND NOT internal "
-        "UNION ALL SELECT count(*) FROM duckdb_views() WHERE view_name = $1 AND NOT internal",
-        params=[name],
-    ).fetchall()
-    return sum(n for (n,) in found) > 0
 
 
 def columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:

@@ -17,6 +17,7 @@ from tracehouse.pipeline.common.errors import WarehouseError
 from tracehouse.pipeline.ingest.catalog import catalog_phase, faults_named, ingest_lock
 from tracehouse.pipeline.ingest.register import BUSY_WAIT_S
 from tracehouse.pipeline.warehouse.database import connect, refresh_runs_now, transaction
+from tracehouse.pipeline.warehouse.meta import has_relation
 
 # The catalog tables that hold a run's rows, keyed by (study, run_id).
 RUN_TABLES = (
@@ -76,8 +77,7 @@ def forget_run(warehouse_dir: str | Path, run_id: str, *, study: str | None = No
             for table in RUN_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE study = ? AND run_id = ?", key)
             for table in STUDY_TABLES:
-                exists = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
-                if con.execute(exists, [table]).fetchall()[0][0]:
+                if has_relation(con, table):
                     con.execute(f"DELETE FROM {table} WHERE study = ?", [chosen])
             refresh_runs_now(con, {(chosen, run_id)})
     for relative in paths:

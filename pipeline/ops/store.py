@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 from tracehouse.pipeline.ops.calls import LAUNCH_COLUMNS, OPS_COLUMNS, STEP_COLUMNS, op_calls_frame
 from tracehouse.pipeline.ops.version import formulas_version
+from tracehouse.pipeline.warehouse.meta import has_relation, read_meta, write_meta
 from tracehouse.pipeline.warehouse.partitions import listed_files
 
 HEALED = "op_calls_healed"
@@ -33,16 +34,6 @@ WHERE coalesce(n_ops, 1) > 0
 """
 
 
-def has_relation(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether the current schema (or the search path) holds this relation."""
-    rows = connection.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? UNION ALL "
-        "SELECT 1 FROM duckdb_views() WHERE view_name = ?",
-        [name, name],
-    ).fetchall()
-    return bool(rows)
-
-
 def heal_op_calls(connection: duckdb.DuckDBPyConnection) -> int:
     """Compute the op_calls rows of the registered traces without current ones; rows added.
 
@@ -57,14 +48,14 @@ def heal_op_calls(connection: duckdb.DuckDBPyConnection) -> int:
         [version],
     )
     wanted = {h for (h,) in connection.execute(_WITHOUT_ROWS).fetchall()}
-    checked = _meta(connection, CHECKED_KEY) == version
+    checked = read_meta(connection, CHECKED_KEY) == version
     if not checked:
         wanted |= _costed_otherwise(connection, version)
     added = 0
     for batch in trace_batches(connection, sorted(wanted)):
         added += _heal_batch(connection, batch, version)
     if not checked:  # only once every stale trace is healed: an interrupted heal looks again
-        _set_meta(connection, CHECKED_KEY, version)
+        write_meta(connection, CHECKED_KEY, version)
     return added
 
 
@@ -165,24 +156,3 @@ def _costed_otherwise(connection: duckdb.DuckDBPyConnection, version: str) -> se
         [version],
     ).fetchall()
     return {h for (h,) in rows}
-
-
-def _own_meta(connection: duckdb.DuckDBPyConnection) -> bool:
-    """Whether this connection's own database holds warehouse_meta (not a read-only attached one)."""
-    rows = connection.execute(
-        "SELECT 1 FROM duckdb_tables() "
-        "WHERE table_name = 'warehouse_meta' AND database_name = current_database()"
-    ).fetchall()
-    return bool(rows)
-
-
-def _meta(connection: duckdb.DuckDBPyConnection, key: str) -> str | None:
-    if not has_relation(connection, "warehouse_meta"):
-        return None
-    rows = connection.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()
-    return rows[0][0] if rows else None
-
-
-def _set_meta(connection: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
-    if _own_meta(connection):  # a query's in-memory rebuild looks again next time
-        connection.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [key, value])

@@ -44,6 +44,7 @@ from tracehouse.pipeline.projection.graph import Cost
 from tracehouse.pipeline.projection.network import calibrated_network, rank_hosts
 from tracehouse.pipeline.projection.scenario import Scenario, instance_transfers, layout_for
 from tracehouse.pipeline.projection.timeline import RunTimeline, op_signatures_frame
+from tracehouse.pipeline.warehouse.meta import has_relation
 
 # The stretches tried by the fit (transfer x (1 + stretch x overlap)): 0 to 8 in steps of 0.02.
 STRETCH_GRID = np.linspace(0.0, 8.0, 401)
@@ -60,8 +61,11 @@ FIT_COLUMNS = (
     "study, device_type, transfer_stretch, compute_stretch, collectives, runs, signatures, "
     "transfer_error_before, transfer_error_after, run_scales, traces_digest, model_version"
 )
-# Without a fit: no stretch (documented in docs/projection.md).
+# Without a fit: no stretch (documented in docs/projection.md), except where a device type has a
+# default: (transfer, compute) stretches measured elsewhere. cpu: the sample study's fit (9 CPU runs
+# of the reference workload with gloo, 2 ranks per 2 cores, 2026-12-07; docs/projection.md).
 DEFAULT_STRETCH = 0.0
+DEFAULTS = {"cpu": (3.42, 0.14)}
 # An op signature counts for the compute fit with this many calls alone and this many overlapped
 # (a transfer in flight for at least OVERLAPPED_CALL of the call); a device type needs MIN_SIGNATURES.
 MIN_CALLS = 3
@@ -106,20 +110,27 @@ class Interference:
 
     def describe(self) -> str:
         """The model in words, stored with each projected point."""
+        fallback = "the default for " + self.device_type if self.device_type in DEFAULTS else "none assumed"
         transfers = (
             f"transfers x (1 + {self.stretch:.2f} x overlap), fitted on {self.instances} collectives of "
             f"{self.runs} run(s)"
             if self.instances
-            else f"transfers x (1 + {self.stretch:g} x overlap), not fitted (no multi-rank run with "
+            else f"transfers x (1 + {self.stretch:g} x overlap): {fallback} (no multi-rank run with "
             f"{MIN_INSTANCES}+ measured collectives, {MIN_OVERLAPPED}+ of them overlapped)"
         )
         compute = (
             f"compute x (1 + {self.compute_stretch:.2f} x overlap), fitted on {self.signatures} op signatures"
             if self.signatures
-            else f"compute x (1 + {self.compute_stretch:g} x overlap), not fitted (fewer than "
+            else f"compute x (1 + {self.compute_stretch:g} x overlap): {fallback} (fewer than "
             f"{MIN_SIGNATURES} op signatures measured with and without a transfer in flight)"
         )
         return f"interference ({self.device_type}): {transfers}; {compute}"
+
+
+def unfitted(device_type: str) -> Interference:
+    """A device type's interference without a fit of its own: its default, else none."""
+    transfer, compute = DEFAULTS.get(device_type, (DEFAULT_STRETCH, DEFAULT_STRETCH))
+    return Interference(device_type, stretch=transfer, compute_stretch=compute)
 
 
 def union(spans: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +213,7 @@ def fit_interference(device_type: str, samples: list[InstanceSample]) -> Interfe
     overlapped ones."""
     overlapped = sum(s.overlap >= OVERLAPPED_SHARE for s in samples)
     if len(samples) < MIN_INSTANCES or overlapped < MIN_OVERLAPPED:
-        return Interference(device_type)
+        return unfitted(device_type)
     runs = sorted({s.run_id for s in samples})
     run_index = np.array([runs.index(s.run_id) for s in samples])
     measured = np.array([s.measured_ns for s in samples])
@@ -302,11 +313,11 @@ def op_signatures(run: RunGraph, calls: list[OpCall]) -> list[OpSignature]:
     return [s for s in out if s.alone_ns > 0]
 
 
-def fit_compute_stretch(signatures: list[OpSignature]) -> tuple[float, int]:
+def fit_compute_stretch(signatures: list[OpSignature]) -> tuple[float, int] | None:
     """The time-weighted median of the signatures' stretches (never below 0), and how many there
-    were; the default when fewer than MIN_SIGNATURES."""
+    were; None when fewer than MIN_SIGNATURES."""
     if len(signatures) < MIN_SIGNATURES:
-        return DEFAULT_STRETCH, 0
+        return None
     ordered = sorted(signatures, key=lambda s: s.stretch)
     weights = np.cumsum([s.weight_ns for s in ordered])
     middle = ordered[int(np.searchsorted(weights, weights[-1] / 2.0))]
@@ -342,9 +353,11 @@ class FitSamples:
     signatures: list[OpSignature] = field(default_factory=list)
 
     def fit(self, device: str) -> Interference:
-        compute_stretch, count = fit_compute_stretch(self.signatures)
         fitted = fit_interference(device, self.instances)
-        return replace(fitted, compute_stretch=compute_stretch, signatures=count)
+        compute = fit_compute_stretch(self.signatures)
+        if compute is None:
+            return replace(fitted, compute_stretch=unfitted(device).compute_stretch, signatures=0)
+        return replace(fitted, compute_stretch=compute[0], signatures=compute[1])
 
 
 def add_samples(
@@ -403,10 +416,7 @@ def device_type(timeline: RunTimeline) -> str:
 
 def stored_fits(connection: duckdb.DuckDBPyConnection, study: str) -> dict[str, Interference] | None:
     """The study's stored fits when they were made from its current traces by this model, else None."""
-    exists = connection.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'interference_fits'"
-    ).fetchall()[0][0]
-    if not exists:
+    if not has_relation(connection, "interference_fits"):
         return None
     digest = connection.execute(STUDY_DIGEST, [study]).fetchall()[0][0]
     rows = connection.execute(

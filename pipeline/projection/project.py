@@ -9,6 +9,8 @@ run and scenario in one transaction.
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
@@ -32,6 +34,7 @@ from tracehouse.pipeline.projection.interference import (
     instance_overlaps,
     store_fits,
     stored_fits,
+    unfitted,
 )
 from tracehouse.pipeline.projection.network import (
     LINK_SOURCES,
@@ -124,8 +127,58 @@ def project_run(
         described += "; " + interference.describe()
     words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
-    points = with_measured(connection, facts, points, scenario.weak_scaling)
+    rests_on = provenance(run, identity, scenario, network, interference)
+    points = [
+        replace(p, provenance=rests_on)
+        for p in with_measured(connection, facts, points, scenario.weak_scaling)
+    ]
     return RunProjection(facts, identity, points, notes=notes, refused=refused)
+
+
+def provenance(
+    run: RunGraph,
+    identity: IdentityCheck,
+    scenario: Scenario,
+    network: NetworkModel | None,
+    interference: Interference | None,
+) -> str:
+    """What a run's projected points rest on, as JSON (`projections.provenance`): the replay's own
+    error, the network model and what each of its links was fitted on, the interference and
+    whether it was fitted, and the collectives measured and planned."""
+    planned = Counter(
+        run.instances.op[i] for key, i in run.instances.key_index.items() if key[0] == "synthetic"
+    )
+    modelled = not scenario.ideal_network
+    links = (
+        {}
+        if network is None
+        else {f"{op}/{level}": link.source for (op, level), link in network.links.items()}
+    )
+    rests_on = {
+        "replay": {
+            "steps": len(identity.steps),
+            "median_error": identity.median_error,
+            "max_error": identity.max_error,
+        },
+        "network": None
+        if network is None or not modelled
+        else {"source": network.source, "devices_per_node": network.devices_per_node, "links": links},
+        "interference": None
+        if interference is None or not modelled
+        else {
+            "device_type": interference.device_type,
+            "transfer_stretch": interference.stretch,
+            "compute_stretch": interference.compute_stretch,
+            "collectives": interference.instances,
+            "runs": interference.runs,
+            "signatures": interference.signatures,
+        },
+        "collectives": {
+            "measured": len(run.instances.members) - sum(planned.values()),
+            "planned": dict(planned),
+        },
+    }
+    return json.dumps(rests_on, sort_keys=True)
 
 
 def scenario_times(
@@ -360,7 +413,7 @@ def project_study(
                         network=network,
                         built=(timeline, graph),
                         assumed=assumed,
-                        interference=fits.get(device_type(timeline)),
+                        interference=interference_of(fits, device_type(timeline), scenario),
                     )
                 )
             except TracehouseError as exc:
@@ -375,6 +428,13 @@ def project_study(
             with transaction(connection):
                 store_fits(connection, study, fits)
     return results
+
+
+def interference_of(fits: dict[str, Interference], device: str, scenario: Scenario) -> Interference | None:
+    """The device type's fit, else its default (`unfitted`); None when the scenario leaves it out."""
+    if not scenario.interference:
+        return None
+    return fits.get(device) or unfitted(device)
 
 
 def fit_study(

@@ -82,6 +82,7 @@ class ProjectedPoint:
     exposed_comm_tp_frac: float
     exposed_comm_pp_frac: float
     exposed_comm_other_frac: float
+    provenance: str | None = None  # JSON: what the point rests on (project.provenance)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

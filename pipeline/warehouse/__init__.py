@@ -6,6 +6,7 @@
 * `database`: the DuckDB file: creating, opening and locking it, transactions, creating the views;
 * `sql_runner`: the packaged `sql/` tree, one relation per file, run in its declared order;
 * `refresh`: recomputing the materialized tables of the runs whose inputs changed;
+* `meta`: the warehouse's facts about itself (`warehouse_meta`) and whether a relation is there;
 * `view_docs`: the public views' contracts, their DuckDB comments and `docs/views.md`;
 * `sandbox`: the read connection that reads the warehouse and nothing else, and writes nothing;
 * `reading`: read-only SQL (`tracehouse query`) and the handle `tracehouse.open` returns.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 from tracehouse.pipeline.common.errors import WarehouseError, one_line
+from tracehouse.pipeline.warehouse.meta import read_meta, write_meta
 from tracehouse.pipeline.warehouse.partitions import PARQUET_DIR, write_empty_partitions
 from tracehouse.pipeline.warehouse.refresh import changed_runs, overlay_runs, refresh_runs, run_stamps
 from tracehouse.pipeline.warehouse.sql_runner import (
@@ -286,7 +287,7 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
     """
     files = load_sql_files()
     digest = sql_digest(files)
-    if not force and not missing_relations(connection) and _meta(connection, "sql_digest") == digest:
+    if not force and not missing_relations(connection) and read_meta(connection, "sql_digest") == digest:
         for name in SEEDS:  # rows edited by hand go back (and change the inputs stamp)
             fill_seed(connection, name)
         for fill in FILLED.values():  # before the materialized tables that read them
@@ -295,7 +296,7 @@ def create_views(connection: duckdb.DuckDBPyConnection, *, force: bool = False) 
         return []
     with transaction(connection, checkpoint=True):  # all or nothing; one commit for ~100 files
         names = create_relations(connection, files)
-        _set_meta(connection, "sql_digest", digest)
+        write_meta(connection, "sql_digest", digest)
         _record_stamps(connection)
     return names
 
@@ -310,11 +311,11 @@ def refresh_materialized(
     vocabulary, comm_kernel_patterns) recomputes everything.
     """
     stamp = inputs_stamp(connection)
-    if _meta(connection, "inputs_stamp") == stamp:
+    if read_meta(connection, "inputs_stamp") == stamp:
         return []
     files = files if files is not None else load_sql_files()
     before = _stored_run_stamps(connection)
-    if not before or _meta(connection, "global_stamp") != global_stamp(connection):  # none reflected yet
+    if not before or read_meta(connection, "global_stamp") != global_stamp(connection):  # none reflected yet
         with transaction(connection, checkpoint=True):
             names = create_relations(connection, files, only_materialized=True)
             _record_stamps(connection)
@@ -380,15 +381,15 @@ def global_stamp(connection: duckdb.DuckDBPyConnection) -> str:
 
 def _record_stamps(connection: duckdb.DuckDBPyConnection) -> None:
     """Store the stamps of the inputs the materialized tables now reflect."""
-    _set_meta(connection, "inputs_stamp", inputs_stamp(connection))
-    _set_meta(connection, "global_stamp", global_stamp(connection))
+    write_meta(connection, "inputs_stamp", inputs_stamp(connection))
+    write_meta(connection, "global_stamp", global_stamp(connection))
     runs = sorted([study, run_id, stamp] for (study, run_id), stamp in run_stamps(connection).items())
-    _set_meta(connection, "run_stamps", json.dumps(runs))
+    write_meta(connection, "run_stamps", json.dumps(runs))
 
 
 def _stored_run_stamps(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str] | None:
     """The per-run stamps the materialized tables reflect (None: a warehouse that kept none)."""
-    text = _meta(connection, "run_stamps")
+    text = read_meta(connection, "run_stamps")
     return None if text is None else {(study, run_id): stamp for study, run_id, stamp in json.loads(text)}
 
 
@@ -403,7 +404,7 @@ def create_raw_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
     raw = [f for f in files if f.layer == RAW_LAYER]
     tables = connection.sql("SELECT table_name FROM information_schema.tables").fetchall()
     present = {name for (name,) in tables}
-    if "warehouse_meta" in present and _meta(connection, "sql_digest") == sql_digest(files):
+    if "warehouse_meta" in present and read_meta(connection, "sql_digest") == sql_digest(files):
         raw = [f for f in raw if f.name not in present or "CREATE OR REPLACE VIEW" not in f.text]
     return create_relations(connection, raw)
 
@@ -423,15 +424,6 @@ def sql_digest(files: list[SqlFile]) -> str:
     return digest.hexdigest()
 
 
-def _set_meta(connection: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
-    connection.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [key, value])
-
-
-def _meta(connection: duckdb.DuckDBPyConnection, key: str) -> str | None:
-    rows = connection.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()
-    return rows[0][0] if rows else None
-
-
 def missing_relations(connection: duckdb.DuckDBPyConnection) -> list[str]:
     """Relations defined by the packaged sql tree that the catalog does not hold."""
     present = {
@@ -444,9 +436,9 @@ def views_are_current(connection: duckdb.DuckDBPyConnection) -> bool:
     """Whether every relation exists, was built from the installed SQL text and from the current data."""
     if missing_relations(connection):
         return False
-    if _meta(connection, "sql_digest") != sql_digest(load_sql_files()):
+    if read_meta(connection, "sql_digest") != sql_digest(load_sql_files()):
         return False
-    return _meta(connection, "inputs_stamp") == inputs_stamp(connection)
+    return read_meta(connection, "inputs_stamp") == inputs_stamp(connection)
 
 
 def stale_runs(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]] | None:
@@ -461,8 +453,8 @@ def stale_runs(connection: duckdb.DuckDBPyConnection) -> set[tuple[str, str]] | 
     if (
         before is None
         or missing_relations(connection)
-        or _meta(connection, "sql_digest") != sql_digest(load_sql_files())
-        or _meta(connection, "global_stamp") != global_stamp(connection)
+        or read_meta(connection, "sql_digest") != sql_digest(load_sql_files())
+        or read_meta(connection, "global_stamp") != global_stamp(connection)
     ):
         return None
     return changed_runs(run_stamps(connection), before)

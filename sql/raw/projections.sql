@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS projections (
     exposed_comm_tp_frac DOUBLE,
     exposed_comm_pp_frac DOUBLE,
     exposed_comm_other_frac DOUBLE,
+    -- JSON: what the point rests on: the replay's own error (replay), the network model and what
+    -- each link was fitted on (network: run, calibration, study or file), the interference and
+    -- what it was fitted on (interference), the collectives measured and planned (collectives)
+    provenance VARCHAR,
     created_at TIMESTAMP
 );
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS notes VARCHAR;
@@ -47,3 +51,4 @@ ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_run_id VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_tokens_per_s_per_device DOUBLE;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS knee_note VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS flag VARCHAR;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS provenance VARCHAR;

@@ -5,6 +5,7 @@ fits on data made from a known model, the breakdown a projection reports against
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tracehouse.pipeline.projection.context import Instances
 from tracehouse.pipeline.projection.critical_rows import built_run
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder
 from tracehouse.pipeline.projection.interference import (
+    DEFAULTS,
     MIN_INSTANCES,
     MIN_SIGNATURES,
     STRETCH_GRID,
@@ -32,6 +34,7 @@ from tracehouse.pipeline.projection.interference import (
     instance_overlaps,
     op_signatures,
     stored_fits,
+    unfitted,
     union,
 )
 from tracehouse.pipeline.projection.network import calibrated_network, rank_hosts
@@ -94,13 +97,17 @@ def test_the_fit_recovers_the_stretch_and_scales_that_made_the_transfers(k, scal
     assert fit.instances == len(samples) and fit.runs == len(scales)
 
 
-def test_too_few_collectives_or_none_overlapped_fit_nothing() -> None:
+def test_too_few_collectives_or_none_overlapped_fall_back_to_the_device_types_default() -> None:
     few = [InstanceSample("a", 2.0, 1.0, 1.0)] * (MIN_INSTANCES - 1)
     idle = [InstanceSample("a", 2.0, 1.0, 0.0)] * 50
     for samples in (few, idle):
-        fit = fit_interference("gpu", samples)
-        assert (fit.stretch, fit.instances, fit.scales) == (0.0, 0, {})
-        assert "transfers x (1 + 0 x overlap), not fitted" in fit.describe()
+        gpu = fit_interference("gpu", samples)
+        assert (gpu.stretch, gpu.instances, gpu.scales) == (0.0, 0, {})
+        assert "transfers x (1 + 0 x overlap): none assumed (no multi-rank run" in gpu.describe()
+        cpu = fit_interference("cpu", samples)
+        assert (cpu.stretch, cpu.compute_stretch, cpu.instances) == (*DEFAULTS["cpu"], 0)
+        assert "transfers x (1 + 3.42 x overlap): the default for cpu" in cpu.describe()
+    assert unfitted("a100") == fit_interference("a100", few)
 
 
 def test_the_compute_stretch_is_the_time_weighted_median_over_signatures() -> None:
@@ -109,7 +116,7 @@ def test_the_compute_stretch_is_the_time_weighted_median_over_signatures() -> No
     rows = [OpSignature(100.0, 110.0, 1.0, 1.0), OpSignature(100.0, 120.0, 1.0, 20.0)]
     rows += [OpSignature(100.0, 140.0, 0.5, 1.0)] * (MIN_SIGNATURES - 2)
     assert fit_compute_stretch(rows) == (pytest.approx(0.2), MIN_SIGNATURES)
-    assert fit_compute_stretch(rows[:-1]) == (0.0, 0)
+    assert fit_compute_stretch(rows[:-1]) is None
     slower_alone = [OpSignature(100.0, 90.0, 1.0, 1.0)] * MIN_SIGNATURES
     assert fit_compute_stretch(slower_alone) == (0.0, MIN_SIGNATURES)  # never below 0
 
@@ -254,3 +261,26 @@ def test_the_fit_is_made_once_per_study_reused_and_dropped_with_a_forgotten_run(
     out = capsys.readouterr()
     assert "to fit how" not in out.err and "no interference" in out.out
     assert _rows(warehouse, "SELECT count(*) FROM interference_fits") == [(0,)]
+
+
+def test_every_projected_point_says_what_it_rests_on(sample_warehouse: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    args = ["project", "--warehouse", str(warehouse), "--study", STUDY, "--world-sizes", "2,8", "--run"]
+    assert main([*args, "ddp-ws1"]) == 0
+    assert main([*args, "fsdp-ws2", "--ideal-network"]) == 0
+    rows = _rows(warehouse, "SELECT run_id, world_size, provenance FROM projections ORDER BY 1, 2")
+    by_run = {}
+    for run_id, _, text in rows:
+        by_run.setdefault(run_id, set()).add(text)
+    assert {run: len(texts) for run, texts in by_run.items()} == {"ddp-ws1": 1, "fsdp-ws2": 1}  # one per run
+    ddp = json.loads(by_run["ddp-ws1"].pop())
+    assert ddp["replay"]["steps"] >= 2 and ddp["replay"]["max_error"] < 0.05
+    assert ddp["network"]["source"] == "network_curves"
+    assert set(ddp["network"]["links"].values()) <= {"run", "calibration", "study"}
+    assert ddp["network"]["links"]["all_reduce/intra_node"] == "study"  # a one-rank run measured none
+    assert ddp["collectives"]["measured"] == 0 and ddp["collectives"]["planned"]["all_reduce"] > 0
+    assert ddp["interference"]["device_type"] == "cpu" and ddp["interference"]["collectives"] >= 100
+    ideal = json.loads(by_run["fsdp-ws2"].pop())
+    assert ideal["network"] is None and ideal["interference"] is None
+    assert ideal["collectives"]["measured"] > 0 and ideal["collectives"]["planned"] == {}
