@@ -129,6 +129,7 @@ def project(
     identity check (docs/projection.md). `scenario` names the points (default: from what changes).
     Across a study, a run that cannot be projected is left out and named with its reason in the
     result's `failed`; the result shows as tables in a notebook and `.pl()` gives its points."""
+    from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study
     from tracehouse.pipeline.projection.scenario import Scenario
 
@@ -142,7 +143,7 @@ def project(
         grad_compression=grad_compression,
         comm_dtype=comm_dtype,
     )
-    network_file = Path(network) if network is not None else None
+    network_file = network_path(network) if network is not None else None
     return project_study(
         Path(warehouse),
         study=study,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracehouse.pipeline.cli.options import add_warehouse_option
@@ -42,7 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="world sizes to project to",
     )
     p.add_argument(
-        "--network", type=Path, metavar="FILE", help="network description (TOML; docs/projection.md)"
+        "--network",
+        metavar="FILE",
+        help="network description: a TOML file (docs/projection.md) or a shipped one by name "
+        "(dgx-a100, dgx-h100, mi300x-platform)",
     )
     p.add_argument(
         "--devices-per-node",
@@ -99,13 +101,13 @@ def world_sizes(text: str) -> list[int]:
 
 def handle(args: argparse.Namespace) -> int:
     """Project, store, print."""
+    from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study  # the replay loads only when it runs
     from tracehouse.pipeline.projection.scenario import Scenario
 
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise TracehouseError("--devices-per-node must be a positive integer")
-    if args.network is not None and not args.network.is_file():
-        raise TracehouseError(f"{args.network}: no such network file")
+    network = None if args.network is None else network_path(args.network)
     try:
         scenario = Scenario(
             compute_speedup=args.compute_speedup,
@@ -125,8 +127,8 @@ def handle(args: argparse.Namespace) -> int:
         run_id=args.run,
         world_sizes=args.world_sizes,
         scenario=scenario,
-        scenario_name=args.scenario or scenario.short_name(args.network),
-        network_file=args.network,
+        scenario_name=args.scenario or scenario.short_name(network),
+        network_file=network,
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )

@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -143,8 +144,65 @@ class NetworkModel:
         self, op: str | None, size: float, n: int, placement: Placement | None = None
     ) -> float | None:
         """The modelled transfer time, None when no level answers."""
+        timed = self.timed(op, size, n, placement)
+        return None if timed is None else timed[0]
+
+    def timed(
+        self, op: str | None, size: float, n: int, placement: Placement | None = None
+    ) -> tuple[float, Link] | None:
+        """The modelled transfer time and the link that bounds it, None when no level answers. An
+        all-reduce spanning nodes with several ranks on each, on a described network (a file: its
+        levels are links, not what a library achieved), takes the faster of the flat ring at the
+        inter-node level and the two-level algorithm (`two_level_all_reduce_us`)."""
         link = self.link(op, n, placement)
-        return None if link is None else link.time_us(op, size, n)
+        if link is None:
+            return None
+        flat = link.time_us(op, size, n)
+        if curve_op(op) != "all_reduce" or link.source != FILE_SOURCE or placement is None:
+            return flat, link
+        if placement.nodes < 2 or placement.ranks_per_node < 2:
+            return flat, link
+        k, m = placement.ranks_per_node, placement.nodes
+        intra = self.link(op, k, Placement(nodes=1, ranks_per_node=k))
+        inter = self.link(op, m, Placement(nodes=m, ranks_per_node=1))
+        if intra is None or inter is None:
+            return flat, link
+        two_level = two_level_all_reduce_us(intra, inter, size, k, m)
+        return (two_level, inter) if two_level < flat else (flat, link)
+
+
+def two_level_all_reduce_us(intra: Link, inter: Link, size: float, k: int, m: int) -> float:
+    """A hierarchical all-reduce over m nodes of k ranks: a reduce-scatter inside each node, an
+    all-reduce of each rank's 1/k across the nodes (every rank on its own network port), an
+    all-gather inside each node."""
+    return (
+        intra.time_us("reduce_scatter", size, k)
+        + inter.time_us("all_reduce", size / k, m)
+        + intra.time_us("all_gather", size, k)
+    )
+
+
+def shipped_networks() -> dict[str, Path]:
+    """The network descriptions tracehouse ships (pipeline/projection/networks/), by name."""
+    folder = resources.files("tracehouse.pipeline.projection").joinpath("networks")
+    return {
+        item.name.removesuffix(".toml"): Path(str(item))
+        for item in folder.iterdir()
+        if item.name.endswith(".toml")
+    }
+
+
+def network_path(text: str | Path) -> Path:
+    """A network description's file: a path, else the name of a shipped one (e.g. dgx-h100)."""
+    path = Path(text)
+    if path.is_file():
+        return path
+    shipped = shipped_networks()
+    if str(text) in shipped:
+        return shipped[str(text)]
+    raise TracehouseError(
+        f"{text}: no such network file, nor a shipped description ({', '.join(sorted(shipped))})"
+    )
 
 
 def load_network_file(path: Path) -> NetworkModel:

@@ -248,14 +248,14 @@ def instance_transfers(
         else:
             n_new, size = n, float(inst.bytes[i] or 0) * tokens
         size *= scenario.bytes_factor(inst.op[i], data_parallel, inst.dtype[i])
-        link = None
+        timed = None
         if network is not None and size > 0:
             ranks = [rank for rank, _, _ in inst.members[i]]
             placement = group_placement(ranks, inst.dim[i], n_new, layout, hosts, network.devices_per_node)
-            link = network.link(inst.op[i], n_new, placement)
-        if link is not None:
-            out[i] = link.time_us(inst.op[i], size, n_new) * 1e3
-            sources[i] = link.source
+            timed = network.timed(inst.op[i], size, n_new, placement)
+        if timed is not None:
+            out[i] = timed[0] * 1e3
+            sources[i] = timed[1].source
         elif not data_parallel:
             out[i] = measured * tokens
         elif n_new != n:

@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 from support.testdata import SAMPLE_TRACES
+from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.network import (
     Link,
     NetworkModel,
     Placement,
     calibrated_network,
+    load_network_file,
+    network_path,
     packed_hosts,
     place_group,
+    shipped_networks,
 )
 from tracehouse.pipeline.projection.scenario import Layout, group_placement, group_ranks
 from tracehouse.pipeline.warehouse.reading import open_reader
@@ -118,3 +122,69 @@ def test_fitted_curves_of_a_two_host_run_file_strided_groups_as_inter_node(tmp_p
     assert levels == {"intra_node", "inter_node"}
     fsdp_ops = {op for op, level in net.links if level == "inter_node"}
     assert fsdp_ops & {"all_gather", "reduce_scatter"}, net.links
+
+
+def test_the_shipped_descriptions_load_and_say_where_each_value_comes_from() -> None:
+    shipped = shipped_networks()
+    assert set(shipped) == {"dgx-a100", "dgx-h100", "mi300x-platform"}
+    peaks = {"dgx-a100": (300.0, 25.0), "dgx-h100": (450.0, 50.0), "mi300x-platform": (448.0, 50.0)}
+    for name, path in shipped.items():
+        model = load_network_file(network_path(name))
+        assert model.devices_per_node == 8
+        intra, inter = model.links[("*", "intra_node")], model.links[("*", "inter_node")]
+        assert (intra.busbw_gbps, inter.busbw_gbps) == peaks[name]
+        for line in path.read_text().splitlines():
+            if "=" in line and not line.startswith(("#", "[")):  # every value names its source
+                assert "# [" in line or "no vendor figure" in line, (name, line)
+        assert "https://www." in path.read_text()
+
+
+def test_an_unknown_network_names_the_shipped_ones(tmp_path: Path) -> None:
+    with pytest.raises(
+        TracehouseError, match=r"nope: no such network file, nor a shipped description \(dgx-a100"
+    ):
+        network_path("nope")
+    own = tmp_path / "dgx-h100"
+    own.write_text("[intra_node]\nbusbw_gbps = 1\n")
+    assert network_path(own) == own  # a file of that name wins
+
+
+def test_a_described_all_reduce_across_nodes_takes_the_faster_of_flat_and_two_level() -> None:
+    model = load_network_file(network_path("dgx-h100"))
+    nvlink, nic = model.links[("*", "intra_node")], model.links[("*", "inter_node")]
+    size, k, m = float(1 << 30), 8, 2
+    # by hand: reduce-scatter and all-gather in the node (7 steps of 1/8 each), all-reduce of 1/8 across
+    rs = ag = nvlink.latency_us * 7 + size * 7 / 8 / (nvlink.busbw_gbps * 1e3)
+    across = nic.latency_us * 2 + (size / 8) * 1.0 / (nic.busbw_gbps * 1e3)
+    time, link = model.timed("all_reduce", size, k * m, Placement(nodes=m, ranks_per_node=k))
+    assert time == pytest.approx(rs + across + ag) and link is nic
+    flat = nic.time_us("all_reduce", size, k * m)
+    assert time < flat / 3
+    # one rank per node (a strided pair) and one node keep the flat ring of their level
+    assert model.timed("all_reduce", size, 2, Placement(nodes=2, ranks_per_node=1))[0] == nic.time_us(
+        "all_reduce", size, 2
+    )
+    assert model.timed("all_reduce", size, 8, Placement(nodes=1, ranks_per_node=8))[0] == nvlink.time_us(
+        "all_reduce", size, 8
+    )
+    # other ops, and a fitted network (what a library achieved at each placement), stay flat
+    assert model.timed("all_gather", size, 16, Placement(nodes=2, ranks_per_node=8))[0] == nic.time_us(
+        "all_gather", size, 16
+    )
+    fitted = _model()
+    assert fitted.time_us("all_reduce", size, 16, Placement(nodes=2, ranks_per_node=8)) == IB.time_us(
+        "all_reduce", size, 16
+    )
+
+
+def test_a_shipped_network_projects_a_sample_run(sample_warehouse: Path, tmp_path: Path, capsys) -> None:
+    from tracehouse.pipeline.cli.main import main
+
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    args = ["project", "--warehouse", str(warehouse), "--study", "tiny-cpu-gloo", "--run", "ddp-ws2"]
+    assert main([*args, "--world-sizes", "16,64", "--network", "dgx-h100"]) == 0
+    out = capsys.readouterr().out
+    assert "dgx-h100.toml, 8 devices per node" in out
+    assert main([*args, "--world-sizes", "16", "--network", "dgx-z"]) == 2
+    assert "dgx-z: no such network file, nor a shipped description" in capsys.readouterr().err
