@@ -9,13 +9,14 @@ with it (see docs/projection.md, "Communication that competes").
 
 The model, per device type (the runs' `device_type`; `cpu` for gloo runs):
 
-    transfer = network time x scale x (1 + stretch x overlap)
+    transfer = network time x level x (1 + stretch x overlap)
 
 `overlap` is the share of the instance's transfer (from its last arrival) during which its ranks
 compute, the mean over its members; `stretch` is fitted over the measured instances of every
-multi-rank run of that device type in the study (least squares of the log of measured / network
-time, one `scale` per run); `scale` is the run's own level against the network model (1 for a
-run without measured instances, and for every run whose transfers come from a network file).
+multi-rank run of that device type in the study (least squares in time over STRETCH_GRID, one
+`scale` per run: the run's level against its network model). In a projection a measured instance
+keeps its own level (its measured transfer over its network time and stretch at the measured
+layout); any other takes its link's (`Interference.link_scale`).
 The compute a transfer overlaps stretches the same way: `compute = alone x (1 + compute_stretch x
 overlap)`, overlap the share of the op's time with a transfer in flight on its rank, fitted per
 op signature (name, input shapes and types, phase) from the calls of that signature with and
@@ -152,14 +153,15 @@ def covered(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray
     """How much of each [lo, hi) the disjoint sorted intervals cover."""
     if len(starts) == 0:
         return np.zeros(len(lo))
-    before = np.concatenate([[0.0], np.cumsum(ends - starts)])
+    lengths = ends - starts
+    before = np.concatenate([[0.0], np.cumsum(lengths)])  # covered before each interval starts
 
     def upto(x: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(starts, x, side="right")  # intervals starting at or before x
-        full = before[np.maximum(k - 1, 0)]
-        last = np.where(k > 0, np.clip(x - starts[np.maximum(k - 1, 0)], 0.0, None), 0.0)
-        span = np.where(k > 0, ends[np.maximum(k - 1, 0)] - starts[np.maximum(k - 1, 0)], 0.0)
-        return np.where(k > 0, full + np.minimum(last, span), 0.0)
+        """How much lies before x: the intervals before the last one starting at or before x,
+        and as much of that one as x reaches."""
+        k = np.searchsorted(starts, x, side="right") - 1
+        at = np.maximum(k, 0)
+        return np.where(k >= 0, before[at] + np.clip(x - starts[at], 0.0, lengths[at]), 0.0)
 
     return np.maximum(upto(hi) - upto(lo), 0.0)
 

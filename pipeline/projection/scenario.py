@@ -125,7 +125,7 @@ class Scenario:
         elif network is not None:
             parts.append(f"network from {network.source}, {network.devices_per_node} devices per node")
         if not self.interference:
-            parts.append("no interference (transfers at their network time, overlapped or not)")
+            parts.append("no interference (transfers at their network time and level, overlapped or not)")
         return "; ".join(parts)
 
 
