@@ -82,7 +82,7 @@ def load_all(
             groups = run_tasks(tasks, str(warehouse), frozenset(), **_on(client, engine, summary))
         try:
             if groups is None:
-                create_warehouse(warehouse)
+                create_warehouse(warehouse, wait_s=BUSY_WAIT_S)
             else:
                 first = next(groups, [])  # as soon as they are under way (usually empty)
                 if not _created_beside(warehouse, groups):
@@ -109,12 +109,12 @@ def _created_beside(warehouse: Path, started: Generator[list[FileOutcome], None,
     the tasks again, and each partition is checked as it is registered (`partition_problem`).
     """
     try:
-        create_warehouse(warehouse)
+        create_warehouse(warehouse, wait_s=BUSY_WAIT_S)
         return True
     except WarehouseError:
         started.close()
         shutil.rmtree(warehouse / PARQUET_DIR, ignore_errors=True)
-        create_warehouse(warehouse)
+        create_warehouse(warehouse, wait_s=BUSY_WAIT_S)
         return False
 
 

@@ -189,8 +189,11 @@ def is_locked(exc: BaseException | None) -> bool:
     )
 
 
-def create_warehouse(warehouse_dir: Path) -> Path:
+def create_warehouse(warehouse_dir: Path, *, wait_s: float = 0.0) -> Path:
     """Create (or complete) a warehouse directory with its raw tables and views; return its path.
+
+    Waits up to wait_s seconds for readers holding the file (a new catalog is readable as soon as
+    it is copied into place), then fails with the one-line `busy`.
 
     A new catalog starts as a copy of an empty one with every relation, made once per SQL tree and
     DuckDB version in the cache folder (`TRACEHOUSE_CACHE`, else ~/.cache/tracehouse): creating
@@ -203,7 +206,7 @@ def create_warehouse(warehouse_dir: Path) -> Path:
         if not existed:
             _copy_template(warehouse_dir)
         # opened once, created if absent (a second open costs a checkpoint and 15 ms more)
-        connection = _open_duckdb(db_path(warehouse_dir), read_only=False, wait_s=0.0)
+        connection = _open_duckdb(db_path(warehouse_dir), read_only=False, wait_s=wait_s)
     except duckdb.Error as exc:
         if existed or is_locked(exc):
             raise open_error(warehouse_dir, exc, read_only=False) from exc
@@ -232,8 +235,12 @@ def _copy_template(warehouse_dir: Path) -> None:
     try:
         if not template.is_file():
             _build_template(template)
-        shutil.copyfile(template, db_path(warehouse_dir))
+        # copied beside and moved into place whole: a reader never opens half a catalog
+        partial = db_path(warehouse_dir).with_suffix(".copying")
+        shutil.copyfile(template, partial)
+        os.replace(partial, db_path(warehouse_dir))
     except (OSError, duckdb.Error, WarehouseError):
+        db_path(warehouse_dir).with_suffix(".copying").unlink(missing_ok=True)
         db_path(warehouse_dir).unlink(missing_ok=True)
 
 

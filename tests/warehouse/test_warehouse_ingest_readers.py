@@ -95,6 +95,23 @@ def test_a_second_ingest_meanwhile_is_one_busy_line_and_harms_nothing(tmp_path, 
     assert checksums(wh) == checksums(tmp_path / "clean")
 
 
+def hold_read_only(db: Path, seconds: float) -> subprocess.Popen:
+    """Another process holding the DuckDB file read-only for some seconds; returns once it holds it."""
+    code = (
+        "import sys, time, duckdb; c = duckdb.connect(sys.argv[1], read_only=True); "
+        f"print('ready', flush=True); time.sleep({seconds})"
+    )
+    reader = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+    assert reader.stdout.readline() == "ready\n"
+    return reader
+
+
+def two_rank_run(folder: Path) -> Path:
+    for rank in range(2):
+        write_trace(folder / f"r{rank}.json", rank=rank, world_size=2)
+    return folder
+
+
 def test_a_reader_that_opens_a_new_catalog_at_once_is_waited_for(tmp_path, monkeypatch):
     """Into a new warehouse the tasks run while the catalog is made: a reader may open it between
     its creation and the ingest's first catalog phase, which then waits instead of failing."""
@@ -105,21 +122,34 @@ def test_a_reader_that_opens_a_new_catalog_at_once_is_waited_for(tmp_path, monke
     real_create = load_module.create_warehouse
     readers: list[subprocess.Popen] = []
 
-    def create_then_read(warehouse_dir):
-        real_create(warehouse_dir)
-        code = (
-            "import sys, time, duckdb; c = duckdb.connect(sys.argv[1], read_only=True); "
-            "print('ready', flush=True); time.sleep(1.0)"
-        )
-        db = str(Path(warehouse_dir) / "tracehouse.duckdb")
-        readers.append(subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, text=True))
-        assert readers[-1].stdout.readline() == "ready\n"
+    def create_then_read(warehouse_dir, **options):
+        real_create(warehouse_dir, **options)
+        readers.append(hold_read_only(Path(warehouse_dir) / "tracehouse.duckdb", 1.0))
 
     monkeypatch.setattr(load_module, "create_warehouse", create_then_read)
     monkeypatch.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))
-    run = tmp_path / "run"
-    for rank in range(2):
-        write_trace(run / f"r{rank}.json", rank=rank, world_size=2)
-    summary = ingest([run], tmp_path / "wh")
+    summary = ingest([two_rank_run(tmp_path / "run")], tmp_path / "wh")
     assert len(readers) == 1 and readers[0].wait(timeout=30) == 0
     assert (summary.loaded, summary.failed) == (2, [])
+
+
+def test_a_reader_that_opens_the_copied_catalog_before_the_ingest_does_is_waited_for(tmp_path, monkeypatch):
+    """A new catalog is readable from the moment it is copied into place, before the ingest opens
+    it to complete it: a reader there makes the ingest wait, not fail (CI met it once)."""
+    import tracehouse.pipeline.ingest.driver as driver_module
+    import tracehouse.pipeline.warehouse.database as database_module
+    from tracehouse.pipeline.ingest.engine import THREADS
+
+    real_copy = database_module._copy_template
+    readers: list[subprocess.Popen] = []
+
+    def copy_then_read(warehouse_dir):
+        real_copy(warehouse_dir)
+        readers.append(hold_read_only(database_module.db_path(warehouse_dir), 1.0))
+
+    monkeypatch.setattr(database_module, "_copy_template", copy_then_read)
+    monkeypatch.setattr(driver_module, "local_engine", lambda sizes: (THREADS, 2))
+    summary = ingest([two_rank_run(tmp_path / "run")], tmp_path / "wh")
+    assert len(readers) == 1 and readers[0].wait(timeout=30) == 0
+    assert (summary.loaded, summary.failed) == (2, [])
+    assert not list((tmp_path / "wh").glob("*.copying"))
