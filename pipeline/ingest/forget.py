@@ -1,8 +1,8 @@
 """`tracehouse forget RUN`: remove a run from a warehouse in one transaction, then its Parquet files.
 
-Its catalog rows (traces, power logs, their partitions' rows, the manifest), its projections, its
-study's interference fit and its rows of every materialized table go together: a reader sees the
-run whole or not at all.
+Its catalog rows (traces, power logs, their partitions' rows, the manifest), its projections and
+every projection check it is part of, its study's interference fit and its rows of every
+materialized table go together: a reader sees the run whole or not at all.
 The Parquet files are deleted once that has committed; an interruption between the two leaves
 only unregistered files, which the next ingest deletes as orphans.
 """
@@ -32,6 +32,8 @@ RUN_TABLES = (
 # Tables keyed by study whose rows rest on every run of it (the interference fit of
 # `tracehouse project`): forgetting one run drops the study's rows (the next projection refits).
 STUDY_TABLES = ("interference_fits",)
+# Tables whose rows rest on two runs, the projected one and the one measured (projection checks).
+PAIR_TABLES = ("projection_checks",)
 # The content hashes of a run's files that have partitions (parameters: study, run_id twice).
 _RUN_HASHES = (
     "SELECT content_hash FROM traces WHERE study = ? AND run_id = ? "
@@ -79,6 +81,11 @@ def forget_run(warehouse_dir: str | Path, run_id: str, *, study: str | None = No
             for table in STUDY_TABLES:
                 if has_relation(con, table):
                     con.execute(f"DELETE FROM {table} WHERE study = ?", [chosen])
+            for table in PAIR_TABLES:
+                if has_relation(con, table):
+                    con.execute(
+                        f"DELETE FROM {table} WHERE study = ? AND ? IN (run_id, measured_run_id)", key
+                    )
             refresh_runs_now(con, {(chosen, run_id)})
     for relative in paths:
         (warehouse / relative).unlink(missing_ok=True)

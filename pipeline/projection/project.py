@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import duckdb
 import numpy as np
 from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
+from tracehouse.pipeline.projection.band import Band, Check, read_checks, store_checks, study_band
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
@@ -67,6 +67,7 @@ from tracehouse.pipeline.projection.unknowns import (
     refusal_notes,
 )
 from tracehouse.pipeline.warehouse.database import transaction
+from tracehouse.pipeline.warehouse.sql_runner import raw_ddl
 
 # The knee: the first world size whose marginal throughput per added device is below this share
 # of the measured throughput per device (the ideal marginal of a perfectly scaling run).
@@ -128,11 +129,60 @@ def project_run(
     words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     rests_on = provenance(run, identity, scenario, network, interference)
-    points = [
-        replace(p, provenance=rests_on)
-        for p in with_measured(connection, facts, points, scenario.weak_scaling)
-    ]
-    return RunProjection(facts, identity, points, notes=notes, refused=refused)
+    workload = same_workload(connection, facts)
+    points = with_measured(workload, facts, points, scenario.weak_scaling)
+    points = [replace(p, provenance=rests_on) for p in points]
+
+    def measurable(layout: Layout) -> np.ndarray:
+        return scenario_times(run_id, run, layout, scenario.measurable(), network, hosts, interference)
+
+    checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
+    return RunProjection(facts, identity, points, notes=notes, refused=refused, checks=checks)
+
+
+def held_out_checks(
+    workload: list[tuple],
+    facts: RunFacts,
+    run: RunGraph,
+    scenario: Scenario,
+    projected: tuple[list[tuple[Layout, ReplayedRun]], str | None],
+    replay: Callable[[Layout], np.ndarray],
+) -> list[Check]:
+    """The run projected, without the scenario's what-ifs, to each world size at which the study
+    measured another run of its workload (band.py); a replay of the scenario's own is reused
+    where the scenario has no what-if."""
+    replays, gap = projected
+    done = {layout.world_size_new: r for layout, r in replays} if scenario == scenario.measurable() else {}
+    checks = []
+    for size, (other, step_us) in sorted(matches(workload, facts, scenario.weak_scaling).items()):
+        if size == facts.world_size:
+            continue
+        layout = layout_for(facts, size)
+        if gap is not None and layout.dp_new != layout.dp:
+            continue
+        replayed = done.get(size) or summarize(run, replay(layout))
+        if replayed.step_time_us > 0:
+            at = (facts.world_size, size, other)
+            checks.append(Check(facts.study, facts.run_id, *at, replayed.step_time_us, step_us))
+    return checks
+
+
+def with_band(projection: RunProjection, band: Band) -> RunProjection:
+    """The run's points with their error band (band.py) and its part of the provenance."""
+    replay_error = projection.identity.max_error
+    points = []
+    for p in projection.points:
+        factor = band.factor(p.world_size, p.measured_world_size, replay_error)
+        rests_on = json.dumps({**json.loads(p.provenance or "{}"), "band": band.summary()}, sort_keys=True)
+        points.append(
+            replace(
+                p,
+                step_time_low_us=p.step_time_us / factor,
+                step_time_high_us=p.step_time_us * factor,
+                provenance=rests_on,
+            )
+        )
+    return replace(projection, points=points)
 
 
 def provenance(
@@ -302,14 +352,12 @@ def _points(
     return [ProjectedPoint(**row, knee_note=note) for row in rows]
 
 
-def with_measured(
-    connection: duckdb.DuckDBPyConnection, facts: RunFacts, points: list[ProjectedPoint], weak_scaling: bool
-) -> list[ProjectedPoint]:
-    """Each point beside the study's measured run at its world size, where one ran the same
-    workload: same strategy, tp and pp, and the tokens per step the projection assumes there."""
+def same_workload(connection: duckdb.DuckDBPyConnection, facts: RunFacts) -> list[tuple]:
+    """The study's other measured runs of the run's workload (same strategy, tp and pp): run_id,
+    world size, tokens per step, step time (µs) and tokens/s per device."""
     if facts.strategy is None or facts.tokens_per_step is None:
-        return points
-    rows = connection.execute(
+        return []
+    return connection.execute(
         """SELECT r.run_id, r.world_size, r.tokens_per_step, s.step_time_us, s.tokens_per_s_per_device
            FROM runs AS r JOIN scale_points AS s USING (study, run_id)
            WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
@@ -317,13 +365,32 @@ def with_measured(
            ORDER BY r.run_id""",
         [facts.study, facts.run_id, facts.strategy, facts.tp or 1, facts.pp or 1],
     ).fetchall()
+
+
+def match_at(workload: list[tuple], facts: RunFacts, world_size: int, weak_scaling: bool) -> tuple | None:
+    """The measured run of `same_workload` at a world size with the tokens per step the projection
+    assumes there (the run's own under strong scaling, grown with the data-parallel degree under
+    weak scaling); the first by run id, or None."""
     layout = layout_for(facts, facts.world_size)
+    grow = (world_size // layout.model_parallel) / layout.dp if weak_scaling else 1.0
+    tokens = round((facts.tokens_per_step or 0) * grow)
+    return next((r for r in workload if r[1] == world_size and r[2] == tokens), None)
+
+
+def matches(workload: list[tuple], facts: RunFacts, weak_scaling: bool) -> dict[int, tuple[str, float]]:
+    """Every world size `match_at` finds a measured run at: world size -> (run id, step time µs)."""
+    sizes = {r[1] for r in workload if r[1] % ((facts.tp or 1) * (facts.pp or 1)) == 0}
+    found = (match_at(workload, facts, size, weak_scaling) for size in sizes)
+    return {r[1]: (r[0], r[3]) for r in found if r is not None}
+
+
+def with_measured(
+    workload: list[tuple], facts: RunFacts, points: list[ProjectedPoint], weak_scaling: bool
+) -> list[ProjectedPoint]:
+    """Each point beside the study's measured run of the same workload at its world size (`match_at`)."""
     out = []
     for p in points:
-        grow = (p.world_size // layout.model_parallel) / layout.dp if weak_scaling else 1.0
-        match = next(
-            (r for r in rows if r[1] == p.world_size and r[2] == round(facts.tokens_per_step * grow)), None
-        )
+        match = match_at(workload, facts, p.world_size, weak_scaling) if workload else None
         if p.world_size != facts.world_size and match is not None:
             run, _, _, step_us, per_device = match
             p = replace(
@@ -338,7 +405,7 @@ def with_measured(
 
 def projections_ddl() -> str:
     """The `projections` table's definition (sql/raw/projections.sql)."""
-    return resources.files("tracehouse.sql").joinpath("raw/projections.sql").read_text(encoding="utf-8")
+    return raw_ddl("projections")
 
 
 def store_projections(connection: duckdb.DuckDBPyConnection, projections: list[RunProjection]) -> int:
@@ -385,6 +452,7 @@ def project_study(
     results = Projections()
     paths = StudyPaths()
     with open_reader(warehouse_dir) as connection:
+        stored_checks = read_checks(connection, study)
         every_run = study_runs(connection, study)
         runs = [run_id] if run_id is not None else every_run
         per_node, assumed = (devices_per_node, None) if devices_per_node else node_size(connection, study)
@@ -421,7 +489,13 @@ def project_study(
                     raise
                 results.failed[run] = str(exc).splitlines()[0]
         results.interference = list(fits.values())
+    projected = {r.facts.run_id for r in results}
+    checks = [c for r in results for c in r.checks]
+    results.band = study_band([*(c for c in stored_checks if c.run_id not in projected), *checks])
+    results[:] = [with_band(r, results.band) for r in results]
     with connect(warehouse_dir) as connection:
+        with transaction(connection):
+            store_checks(connection, study, projected, checks)
         store_projections(connection, results)
         store_paths(connection, study, paths)
         if fitting:

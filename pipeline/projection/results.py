@@ -11,6 +11,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+from tracehouse.pipeline.projection.band import Band, Check
 from tracehouse.pipeline.projection.timeline import RunFacts
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ class ProjectedPoint:
     exposed_comm_tp_frac: float
     exposed_comm_pp_frac: float
     exposed_comm_other_frac: float
+    step_time_low_us: float | None = None  # the error band (band.py): step / factor
+    step_time_high_us: float | None = None  # step x factor
     provenance: str | None = None  # JSON: what the point rests on (project.provenance)
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,6 +110,7 @@ class RunProjection:
     points: list[ProjectedPoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the projection leaves out, in words
     refused: dict[int, str] = field(default_factory=dict)  # world size -> why not projected
+    checks: list[Check] = field(default_factory=list)  # against the study's other measured runs (band.py)
 
     @property
     def knee(self) -> int | None:
@@ -153,6 +157,7 @@ class Projections(list):
         super().__init__(runs)
         self.failed: dict[str, str] = dict(failed or {})
         self.interference: list[Interference] = []  # the fit per device type (projection/interference.py)
+        self.band: Band | None = None  # the study's error band (projection/band.py)
 
     def pl(self) -> pl.DataFrame:
         """Every projected point of every run, one row each."""

@@ -62,6 +62,19 @@ class Scenario:
                 "(e.g. fp32, bf16, fp16, fp8)"
             )
 
+    def measurable(self) -> Scenario:
+        """The scenario without its what-ifs: what a measured run can check (the world size, weak
+        scaling, the interference and the network stay)."""
+        return replace(
+            self,
+            compute_speedup=1.0,
+            matmul_speedup=1.0,
+            memory_speedup=1.0,
+            ideal_network=False,
+            grad_compression=1.0,
+            comm_dtype=None,
+        )
+
     def bytes_factor(self, op: str | None, data_parallel: bool, measured_dtype: str | None) -> float:
         """What the scenario does to a collective's bytes: gradient reductions (data-parallel
         all-reduce and reduce-scatter) / grad_compression; every collective of a known float element

@@ -129,6 +129,12 @@ def sql_file(name: str, layer: str, text: str) -> SqlFile:
     return SqlFile(name=name, layer=layer, text=text, depends_on=declared_dependencies(text, label))
 
 
+def raw_ddl(table: str) -> str:
+    """The text of a raw table's file (`CREATE TABLE IF NOT EXISTS ...`), for a writer that may meet
+    a warehouse made before the table existed."""
+    return resources.files(SQL_PACKAGE).joinpath(f"{RAW_LAYER}/{table}.sql").read_text(encoding="utf-8")
+
+
 def load_sql_files(root: Traversable | None = None) -> list[SqlFile]:
     """Every `*.sql` file under the packaged sql tree (other files beside them are ignored), checked."""
     root = root if root is not None else resources.files(SQL_PACKAGE)

@@ -22,6 +22,8 @@ CREATE TABLE IF NOT EXISTS projections (
     world_size INTEGER NOT NULL,
     measured_world_size INTEGER,
     step_time_us DOUBLE,
+    step_time_low_us DOUBLE,  -- the error band: step_time_us / factor (docs/projection.md, "How far to trust a projection")
+    step_time_high_us DOUBLE,  -- step_time_us x factor; the band and its basis are in provenance (band)
     measured_step_time_us DOUBLE,
     measured_run_id VARCHAR,  -- the run measured at this world size (NULL: none)
     measured_tokens_per_s_per_device DOUBLE,
@@ -42,7 +44,8 @@ CREATE TABLE IF NOT EXISTS projections (
     exposed_comm_other_frac DOUBLE,
     -- JSON: what the point rests on: the replay's own error (replay), the network model and what
     -- each link was fitted on (network: run, calibration, study or file), the interference and
-    -- what it was fitted on (interference), the collectives measured and planned (collectives)
+    -- what it was fitted on (interference), the collectives measured and planned (collectives), the
+    -- error band's rate per doubling and what it rests on (band)
     provenance VARCHAR,
     created_at TIMESTAMP
 );
@@ -52,3 +55,5 @@ ALTER TABLE projections ADD COLUMN IF NOT EXISTS measured_tokens_per_s_per_devic
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS knee_note VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS flag VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS provenance VARCHAR;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS step_time_low_us DOUBLE;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS step_time_high_us DOUBLE;
