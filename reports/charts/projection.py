@@ -13,6 +13,8 @@ from tracehouse.reports.source import frame, has_relation
 PROJECTED = """
 SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions, p.notes,
        p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
+       p.step_time_high_us / p.step_time_us AS band_factor,
+       json_extract_string(p.provenance, '$.band.basis') AS band_basis,
        p.tokens_per_s_per_device, p.scaling_efficiency, p.marginal_tokens_per_s_per_device,
        coalesce(p.knee, false) AS knee, p.knee_note, p.flag,
        p.compute_frac, p.exposed_comm_frac, p.other_frac, p.idle_frac,
@@ -108,7 +110,25 @@ def _curve_tooltip() -> list[alt.Tooltip]:
         alt.Tooltip("world_size:Q", title="devices"),
         alt.Tooltip("tokens_per_s_per_device:Q", format=",.1f", title="tokens/s per device"),
         alt.Tooltip("scaling_efficiency:Q", format=".1%", title="of the measured per device"),
+        alt.Tooltip("band_factor:Q", format=",.3~r", title="within a factor (band)"),
     ]
+
+
+# How far the band is drawn beyond the plotted throughputs: a wider one (a study whose checks
+# disagree with it) is cut there, its factor in the tooltip.
+BAND_CLIP = 10.0
+
+
+def band_rows(projected: pl.DataFrame) -> pl.DataFrame:
+    """Each projected point's throughput band (the step time's band, inverted), cut at BAND_CLIP
+    times beyond the plotted throughputs."""
+    tpd = projected["tokens_per_s_per_device"]
+    lowest, highest = tpd.min() / BAND_CLIP, tpd.max() * BAND_CLIP
+    factor, tokens = pl.col("band_factor").fill_null(1.0), pl.col("tokens_per_s_per_device")
+    return projected.with_columns(
+        (tokens / factor).clip(lowest, highest).round_sig_figs(4).alias("band_low"),
+        (tokens * factor).clip(lowest, highest).round_sig_figs(4).alias("band_high"),
+    )
 
 
 def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevelMixin:
@@ -121,12 +141,15 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         return kit.nothing_to_draw(
             "The projected runs have no throughput: no run manifest gives tokens per step."
         )
-    curves = projected.select(
+    curves = band_rows(projected).select(
         "strategy",
         "curve",
         "world_size",
         _sig("tokens_per_s_per_device"),
         _sig("scaling_efficiency"),
+        _sig("band_factor"),
+        "band_low",
+        "band_high",
         "knee",
         pl.col("flag").is_not_null().alias("flagged"),
         pl.lit("projected").alias("source"),
@@ -150,6 +173,11 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
     )
     colour = alt.Color("curve:N", title="projected run", scale=alt.Scale(scheme="tableau10"))
     base = alt.Chart().encode(x=kit.devices_x(), y=y)
+    band = (
+        base.mark_area(opacity=0.12)
+        .encode(y="band_low:Q", y2="band_high:Q", color=colour, detail="curve:N", tooltip=_curve_tooltip())
+        .transform_filter("datum.source == 'projected'")
+    )
     line = (
         base.mark_line(opacity=0.8)
         .encode(color=colour, detail="curve:N", tooltip=_curve_tooltip())
@@ -201,16 +229,15 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         .mark_text(align="left", dx=8, dy=-10, fontSize=11, color="#222")
         .encode(text="label:N")
     )
-    layers = alt.layer(line, measured_dots, flagged_marks, knee_marks, knee_labels, data=rows).properties(
-        width=kit.WIDTH, height=kit.HEIGHT
-    )
+    marks = (band, line, measured_dots, flagged_marks, knee_marks, knee_labels)
+    layers = alt.layer(*marks, data=rows).properties(width=kit.WIDTH, height=kit.HEIGHT)
     faceted = kit.only_chosen_strategy(
         layers.facet(
             facet=alt.Facet("strategy:N", title=None, header=alt.Header(labelFontSize=13)), columns=3
         ).resolve_axis(x="independent")
     )
     return kit.with_strategy_signal(faceted).properties(
-        title="Projected throughput per device (dots: measured; diamonds: the knee; "
+        title="Projected throughput per device (shade: the error band; dots: measured; diamonds: the knee; "
         "rings: fewer than one sequence per rank)"
     )
 
@@ -299,6 +326,11 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str 
     if top["exposed_comm_frac"] and dims[leader] > 0:
         text += f", {_percent(dims[leader] / top['exposed_comm_frac'])} of it {leader}"
     text += "."
+    if top["band_factor"] is not None and top["world_size"] != top["measured_world_size"]:
+        text += (
+            f" Its error band there: the step time within a factor of {top['band_factor']:,.3g} "
+            f"({top['band_basis'] or 'basis not recorded'})."
+        )
     if flagged.len():
         sizes = ", ".join(f"{n:,}" for n in flagged)
         text += f" Flagged at {sizes} devices: {curve['flag'].drop_nulls().first()}."

@@ -107,7 +107,10 @@ def test_the_headline_names_the_knee_and_the_largest_world_size(con, report: Pat
         f"{run_id} projected: {curve['knee_note'][0]}; at {top['world_size']:,} devices each device gives "
         f"{percent(top['scaling_efficiency'])} of its measured throughput, "
         f"{percent(top['exposed_comm_frac'])} of the step is exposed communication, "
-        f"{percent(dp_share)} of it dp. Flagged at {sizes} devices: {flagged['flag'][0]}."
+        f"{percent(dp_share)} of it dp. Its error band there: the step time within a factor of "
+        f"{top['step_time_high_us'] / top['step_time_us']:,.3g} "
+        f"({json.loads(top['provenance'])['band']['basis']}). "
+        f"Flagged at {sizes} devices: {flagged['flag'][0]}."
     )
     assert curve["knee_note"][0] == f"knee at {knee[0]} devices"
     assert charts_projection.headline_sentence(con, STUDY) == want

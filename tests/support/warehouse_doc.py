@@ -85,6 +85,13 @@ RELATIONS = {
         "one row per projected point: a run replayed under a scenario at a world size, written by"
         " `tracehouse project` (a new projection of the same run and scenario replaces its rows)",
     ),
+    "projection_checks": (
+        None,
+        "one row per check of a projection: a run replayed, without the scenario's what-ifs, at a world"
+        " size where the study measured another run of the same workload, written by `tracehouse"
+        " project`; the study's checks set every projected point's error band (docs/projection.md,"
+        ' "How far to trust a projection")',
+    ),
     "parquet_files": (None, "one row per registered Parquet partition file"),
     "op_calls_healed": (
         None,

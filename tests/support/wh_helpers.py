@@ -93,6 +93,13 @@ def write_trace(
     return path
 
 
+def query(warehouse: Path, sql: str, params: list | None = None) -> list[tuple]:
+    """The rows of one query (read-only connection)."""
+    with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as c:
+        c.execute("SET file_search_path = ?", [str(warehouse)])
+        return c.execute(sql, params or []).fetchall()
+
+
 def count(warehouse: Path, relation: str) -> int:
     """Rows in one relation (read-only connection)."""
     with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as c:
