@@ -114,16 +114,11 @@ def _curve_tooltip() -> list[alt.Tooltip]:
     ]
 
 
-# How far the band is drawn beyond the plotted throughputs: a wider one (a study whose checks
-# disagree with it) is cut there, its factor in the tooltip.
-BAND_CLIP = 10.0
-
-
-def band_rows(projected: pl.DataFrame) -> pl.DataFrame:
-    """Each projected point's throughput band (the step time's band, inverted), cut at BAND_CLIP
-    times beyond the plotted throughputs."""
-    tpd = projected["tokens_per_s_per_device"]
-    lowest, highest = tpd.min() / BAND_CLIP, tpd.max() * BAND_CLIP
+def band_rows(projected: pl.DataFrame, plotted: pl.Series) -> pl.DataFrame:
+    """Each projected point's throughput band (the step time's band, inverted), cut at the lowest
+    and highest plotted throughputs: a wider band (a study whose checks disagree with its
+    projections) never squeezes the curves; its factor is in the tooltip."""
+    lowest, highest = plotted.min(), plotted.max()
     factor, tokens = pl.col("band_factor").fill_null(1.0), pl.col("tokens_per_s_per_device")
     return projected.with_columns(
         (tokens / factor).clip(lowest, highest).round_sig_figs(4).alias("band_low"),
@@ -141,7 +136,11 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         return kit.nothing_to_draw(
             "The projected runs have no throughput: no run manifest gives tokens per step."
         )
-    curves = band_rows(projected).select(
+    measured = measured_rows(con, study).filter(
+        pl.col("strategy").is_in(projected["strategy"].unique().implode())
+    )
+    plotted = pl.concat([projected["tokens_per_s_per_device"], measured["tokens_per_s_per_device"]])
+    curves = band_rows(projected, plotted).select(
         "strategy",
         "curve",
         "world_size",
@@ -153,9 +152,6 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         "knee",
         pl.col("flag").is_not_null().alias("flagged"),
         pl.lit("projected").alias("source"),
-    )
-    measured = measured_rows(con, study).filter(
-        pl.col("strategy").is_in(curves["strategy"].unique().implode())
     )
     dots = measured.select(
         "strategy",
@@ -175,7 +171,13 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
     base = alt.Chart().encode(x=kit.devices_x(), y=y)
     band = (
         base.mark_area(opacity=0.12)
-        .encode(y="band_low:Q", y2="band_high:Q", color=colour, detail="curve:N", tooltip=_curve_tooltip())
+        .encode(
+            y="band_low:Q",
+            y2="band_high:Q",
+            color=colour,
+            detail="curve:N",
+            tooltip=_curve_tooltip(),
+        )
         .transform_filter("datum.source == 'projected'")
     )
     line = (
@@ -229,7 +231,8 @@ def throughput_chart(con: duckdb.DuckDBPyConnection, study: str) -> alt.TopLevel
         .mark_text(align="left", dx=8, dy=-10, fontSize=11, color="#222")
         .encode(text="label:N")
     )
-    marks = (band, line, measured_dots, flagged_marks, knee_marks, knee_labels)
+    # the line first: the legend draws its symbol (a band's pale swatch would not tell the curves apart)
+    marks = (line, band, measured_dots, flagged_marks, knee_marks, knee_labels)
     layers = alt.layer(*marks, data=rows).properties(width=kit.WIDTH, height=kit.HEIGHT)
     faceted = kit.only_chosen_strategy(
         layers.facet(
