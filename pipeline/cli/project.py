@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from tracehouse.pipeline.cli.options import add_warehouse_option
@@ -12,6 +14,7 @@ from tracehouse.pipeline.common.errors import TracehouseError
 
 if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
+    from tracehouse.pipeline.projection.results import ProjectedPoint
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -165,11 +168,38 @@ def to_json(result: RunProjection) -> dict:
         "notes": result.notes,
         "refused": [{"world_size": size, "reason": why} for size, why in result.refused.items()],
         "points": [p.to_dict() for p in result.points],
+        "checks": [{**asdict(c), "error": c.error, "doublings": c.doublings} for c in result.checks],
     }
 
 
 def _cell(value: float | None, width: int, digits: int = 1, scale: float = 1.0) -> str:
     return f"{value * scale:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
+
+def _band(p: ProjectedPoint) -> str:
+    """The point's error band as a factor on its step time (x1.23), or - when it has none."""
+    if p.step_time_high_us is None or not p.step_time_us:
+        return "-"
+    factor = p.step_time_high_us / p.step_time_us
+    return f"x{factor:.3g}" if factor < 1000 else f"x{factor:.0e}"
+
+
+def _band_words(p: ProjectedPoint) -> str:
+    """What the band rests on, from the point's provenance."""
+    band = json.loads(p.provenance or "{}").get("band")
+    if not band:
+        return "none (not recorded)"
+    words = (
+        f"the step time within a factor exp(replay error + {band['rate_per_doubling']:.3g} per doubling "
+        f"from the measured world size); {band['basis']}"
+    )
+    worst = band.get("worst")
+    if worst:
+        words += (
+            f"; worst: {worst['run']} from {worst['from']} to {worst['to']} device(s) against "
+            f"{worst['measured_run']}, {100 * math.expm1(worst['error']):+.1f} %"
+        )
+    return words
 
 
 def render(result: RunProjection) -> list[str]:
@@ -180,7 +210,7 @@ def render(result: RunProjection) -> list[str]:
     lines = [
         f"{f.study}/{f.run_id} (measured at {f.world_size} device(s)): replay of the measured steps within "
         f"{100 * identity.median_error:.2f} % median, {100 * identity.max_error:.2f} % max",
-        "   devices    step ms (measured)  tok/s/dev (measured)    eff  compute  exposed   idle",
+        "   devices    step ms (measured)    band  tok/s/dev (measured)    eff  compute  exposed   idle",
     ]
     measured_by = []
     rows = sorted(
@@ -193,6 +223,7 @@ def render(result: RunProjection) -> list[str]:
         fracs = (p.compute_frac, p.exposed_comm_frac, p.idle_frac)
         mark = ("  <- knee" if p.knee else "") + ("  (flagged)" if p.flag else "")
         step = f"{_cell(p.step_time_us, 10, 2, 1e-3)} {_cell(p.measured_step_time_us, 10, 2, 1e-3)}"
+        step += f" {_band(p):>7}"
         lines.append(
             f"  {p.world_size:8d} {step}"
             f" {_cell(p.tokens_per_s_per_device, 10)} {_cell(p.measured_tokens_per_s_per_device, 10)}"
@@ -205,6 +236,7 @@ def render(result: RunProjection) -> list[str]:
         lines.append(f"  measured: {f.world_size} by {f.run_id}, {', '.join(measured_by)}")
     if result.points:
         lines.append(f"  assumptions: {result.points[0].assumptions}")
+        lines.append(f"  band: {_band_words(result.points[0])}")
     lines.extend(f"  note: {note}" for note in result.notes)
     flagged: dict[str, list[int]] = {}
     for p in result.points:

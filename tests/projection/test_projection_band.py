@@ -156,3 +156,26 @@ def test_forgetting_a_run_drops_every_check_it_is_part_of(projected: Path, tmp_p
     assert main(["forget", "ddp-ws4", "--warehouse", str(warehouse), "--study", STUDY]) == 0
     left = query(warehouse, "SELECT run_id, measured_run_id FROM projection_checks ORDER BY ALL")
     assert len(left) == 6 and all("ddp-ws4" not in pair for pair in left)
+
+
+def test_the_command_prints_each_point_s_band_and_what_it_rests_on(projected: Path, tmp_path: Path, capsys):
+    warehouse = tmp_path / "wh"
+    shutil.copytree(projected, warehouse)
+    capsys.readouterr()
+    _project(warehouse, "--world-sizes", "8", "--run", "ddp-ws2")
+    out = capsys.readouterr().out
+    ((step, high, text),) = query(
+        warehouse,
+        "SELECT step_time_us, step_time_high_us, provenance FROM projections "
+        "WHERE run_id = 'ddp-ws2' AND world_size = 8",
+    )
+    (row,) = [line for line in out.splitlines() if line.split()[:1] == ["8"]]
+    assert f"x{high / step:.3g}" in row.split()
+    band = json.loads(text)["band"]
+    worst = band["worst"]
+    assert (
+        f"  band: the step time within a factor exp(replay error + {band['rate_per_doubling']:.3g} per "
+        f"doubling from the measured world size); {band['basis']}; worst: {worst['run']} from "
+        f"{worst['from']} to {worst['to']} device(s) against {worst['measured_run']}, "
+        f"{100 * math.expm1(worst['error']):+.1f} %"
+    ) in out.splitlines()
