@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SHOWN = (
     "world_size",
     "step_time_us",
+    "step_time_low_us",
+    "step_time_high_us",
     "measured_step_time_us",
     "tokens_per_s_per_device",
     "measured_tokens_per_s_per_device",
