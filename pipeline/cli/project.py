@@ -15,6 +15,7 @@ from tracehouse.pipeline.common.errors import TracehouseError
 if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
     from tracehouse.pipeline.projection.results import ProjectedPoint
+    from tracehouse.pipeline.projection.search import Ranking
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,10 +39,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", metavar="R", help="one run (default: every run of the study)")
     p.add_argument(
         "--world-sizes",
+        "--devices",
+        dest="world_sizes",
         required=True,
         type=world_sizes,
         metavar="16,32,...",
-        help="world sizes to project to",
+        help="world sizes to project to (--devices: the same)",
+    )
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="also rank the study's measured layouts at each world size by projected tokens/s (with "
+        "their error band and tokens per joule where power was measured); needs every run (no --run)",
     )
     p.add_argument(
         "--network",
@@ -107,9 +116,12 @@ def handle(args: argparse.Namespace) -> int:
     from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study  # the replay loads only when it runs
     from tracehouse.pipeline.projection.scenario import Scenario
+    from tracehouse.pipeline.projection.search import rank_layouts
 
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise TracehouseError("--devices-per-node must be a positive integer")
+    if args.search and args.run is not None:
+        raise TracehouseError("--search ranks every run of the study: leave out --run")
     network = None if args.network is None else network_path(args.network)
     try:
         scenario = Scenario(
@@ -135,11 +147,20 @@ def handle(args: argparse.Namespace) -> int:
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
+    rankings = [rank_layouts(results, n, results.power_w) for n in args.world_sizes] if args.search else []
     if args.json:
-        print(json.dumps([to_json(r) for r in results], indent=1))
+        runs = [to_json(r) for r in results]
+        shown = {"projections": runs, "search": [r.to_dict() for r in rankings]} if args.search else runs
+        print(json.dumps(shown, indent=1))
     else:
         for result in results:
             print("\n".join(render(result)))
+        for ranking in rankings:
+            print(
+                "\n".join(
+                    render_ranking(ranking, args.study, results[0].points[0].scenario if results else "")
+                )
+            )
     for run, why in results.failed.items():
         print(f"tracehouse project: {args.study}/{run} not projected: {why}", file=sys.stderr)
     if results.failed:
@@ -200,6 +221,33 @@ def _band_words(p: ProjectedPoint) -> str:
             f"{worst['measured_run']}, {100 * math.expm1(worst['error']):+.1f} %"
         )
     return words
+
+
+def render_ranking(ranking: Ranking, study: str, scenario: str) -> list[str]:
+    """The study's layouts at one world size, best first, as aligned text."""
+    n = ranking.world_size
+    lines = [
+        f"search at {n:,} devices ({study}, {scenario}): {len(ranking.candidates)} layout(s) ranked by "
+        "projected tokens/s",
+        "  rank  run                   layout                      tokens/s   band (tokens/s)         "
+        "  tok/s/dev   tokens/J  exposed",
+    ]
+    for i, c in enumerate(ranking.candidates, 1):
+        band = f"{c.tokens_per_s_low:,.4g} - {c.tokens_per_s_high:,.4g}"
+        per_joule = f"{c.tokens_per_j:10.4g}" if c.tokens_per_j is not None else f"{'-':>10}"
+        lines.append(
+            f"  {i:4d}  {c.run_id:20.20s}  {c.layout:22.22s}  {c.tokens_per_s:14,.1f}   {band:22.22s}"
+            f"  {c.tokens_per_s_per_device:10,.2f} {per_joule} {100 * c.exposed_comm_frac:7.1f}%"
+        )
+    best = ranking.most_tokens_per_j
+    lines.append(
+        f"  most tokens per joule: {best.run_id} ({best.tokens_per_j:.4g})"
+        if best is not None
+        else "  tokens per joule: no ranked run measured power"
+    )
+    lines.extend(f"  not ranked: {run}: {why}" for run, why in ranking.left_out.items())
+    lines.append(f"  {ranking.memory}")
+    return lines
 
 
 def render(result: RunProjection) -> list[str]:

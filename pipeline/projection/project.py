@@ -58,6 +58,7 @@ from tracehouse.pipeline.projection.scenario import (
     scaled_weights,
     with_transfers,
 )
+from tracehouse.pipeline.projection.search import measured_power
 from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline
 from tracehouse.pipeline.projection.unknowns import (
     batch_flag,
@@ -453,6 +454,7 @@ def project_study(
     paths = StudyPaths()
     with open_reader(warehouse_dir) as connection:
         stored_checks = read_checks(connection, study)
+        results.power_w = measured_power(connection, study)
         every_run = study_runs(connection, study)
         runs = [run_id] if run_id is not None else every_run
         per_node, assumed = (devices_per_node, None) if devices_per_node else node_size(connection, study)

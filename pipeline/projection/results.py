@@ -160,6 +160,7 @@ class Projections(list):
         self.failed: dict[str, str] = dict(failed or {})
         self.interference: list[Interference] = []  # the fit per device type (projection/interference.py)
         self.band: Band | None = None  # the study's error band (projection/band.py)
+        self.power_w: dict[str, float] = {}  # run -> measured average power per device (W), where sampled
 
     def pl(self) -> pl.DataFrame:
         """Every projected point of every run, one row each."""

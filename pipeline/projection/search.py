@@ -1,0 +1,108 @@
+"""Which of a study's measured layouts to run at a world size: each run projected there, ranked.
+
+`tracehouse project --search` projects every run of the study (each a layout: its strategy and
+tp x pp, data parallelism grown to fill the world size) and ranks those with a runnable point by
+projected tokens/s, each with its error band (band.py), its tokens per joule where the run
+measured power (each device drawing the run's measured average power per device: a device
+waiting on the network draws less, so this is a lower bound on tokens per joule), and its exposed
+communication. A run not projected there, a point that is no runnable configuration (`flag`) and
+a run without throughput (no tokens per step) are listed with the reason, never ranked.
+Memory is not checked yet: a layout that does not fit its devices may be ranked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import duckdb
+from tracehouse.pipeline.projection.results import Projections
+
+MEMORY_NOTE = "memory fit not checked: tracehouse does not estimate a layout's memory per device yet"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One run's layout projected to the world size, with what the ranking reads."""
+
+    run_id: str
+    layout: str  # e.g. "fsdp dp=256 tp=2"
+    tokens_per_step: int | None
+    tokens_per_s: float
+    tokens_per_s_low: float  # the error band (band.py), inverted from the step time's
+    tokens_per_s_high: float
+    tokens_per_s_per_device: float
+    tokens_per_j: float | None  # None: the run measured no power
+    exposed_comm_frac: float
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The study's layouts at one world size, best projected tokens/s first, and the runs left out."""
+
+    world_size: int
+    candidates: list[Candidate]
+    left_out: dict[str, str] = field(default_factory=dict)  # run -> why it is not ranked
+
+    memory: str = MEMORY_NOTE  # what the ranking does not check
+
+    @property
+    def most_tokens_per_j(self) -> Candidate | None:
+        measured = [c for c in self.candidates if c.tokens_per_j is not None]
+        return max(measured, key=lambda c: c.tokens_per_j, default=None)
+
+    def to_dict(self) -> dict:
+        return {
+            "world_size": self.world_size,
+            "candidates": [asdict(c) for c in self.candidates],
+            "left_out": self.left_out,
+            "most_tokens_per_j": None if self.most_tokens_per_j is None else self.most_tokens_per_j.run_id,
+            "memory": self.memory,
+        }
+
+
+def measured_power(connection: duckdb.DuckDBPyConnection, study: str) -> dict[str, float]:
+    """Each run's measured average power per device (W), where it has power samples."""
+    rows = connection.execute(
+        "SELECT run_id, avg_power_w_per_device FROM scale_points "
+        "WHERE study = ? AND avg_power_w_per_device > 0",
+        [study],
+    ).fetchall()
+    return dict(rows)
+
+
+def rank_layouts(projections: Projections, world_size: int, power_w: dict[str, float]) -> Ranking:
+    """The runs' points at the world size, ranked by projected tokens/s (ties: tokens per joule)."""
+    candidates: list[Candidate] = []
+    left_out = {run: f"not projected: {why}" for run, why in projections.failed.items()}
+    for run in projections:
+        f = run.facts
+        point = next((p for p in run.points if p.world_size == world_size), None)
+        if point is None:
+            left_out[f.run_id] = (
+                f"not projected at {world_size}: {run.refused.get(world_size, 'see its notes')}"
+            )
+        elif point.flag is not None:
+            left_out[f.run_id] = f"no runnable configuration: {point.flag}"
+        elif not point.tokens_per_s:
+            left_out[f.run_id] = "no throughput: its manifest gives no tokens per step"
+        else:
+            factor = (point.step_time_high_us or point.step_time_us) / point.step_time_us
+            watts = power_w.get(f.run_id)
+            model_parallel = (f.tp or 1) * (f.pp or 1)
+            degrees = [f"dp={world_size // model_parallel}"]
+            degrees += [f"{name}={n}" for name, n in (("tp", f.tp), ("pp", f.pp)) if n and n > 1]
+            candidates.append(
+                Candidate(
+                    run_id=f.run_id,
+                    layout=" ".join([f.strategy or "unspecified", *degrees]),
+                    tokens_per_step=f.tokens_per_step,
+                    tokens_per_s=point.tokens_per_s,
+                    tokens_per_s_low=point.tokens_per_s / factor,
+                    tokens_per_s_high=point.tokens_per_s * factor,
+                    tokens_per_s_per_device=point.tokens_per_s / world_size,
+                    tokens_per_j=point.tokens_per_s / (watts * world_size) if watts else None,
+                    exposed_comm_frac=point.exposed_comm_frac,
+                )
+            )
+    candidates.sort(key=lambda c: (-c.tokens_per_s, -(c.tokens_per_j or 0.0), c.run_id))
+    return Ranking(world_size, candidates, dict(sorted(left_out.items())))
