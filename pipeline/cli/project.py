@@ -88,6 +88,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the measured one's",
     )
     p.add_argument(
+        "--device-memory",
+        type=float,
+        metavar="GB",
+        help="memory per device in GB (1e9 bytes) that each projected point must fit (default: the run's "
+        "device's, from the hardware table; unknown for a CPU)",
+    )
+    p.add_argument(
         "--no-interference",
         action="store_true",
         help="time every transfer at its network time, overlapped or not (default: transfers "
@@ -133,6 +140,7 @@ def handle(args: argparse.Namespace) -> int:
             interference=not args.no_interference,
             grad_compression=args.grad_compression,
             comm_dtype=args.comm_dtype,
+            device_memory=None if args.device_memory is None else args.device_memory * 1e9,
         )
     except TracehouseError as exc:
         raise TracehouseError(f"invalid scenario: {exc}") from exc

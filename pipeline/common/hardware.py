@@ -1,5 +1,5 @@
-"""Peak dense FLOP/s per device and dtype (the denominator of MFU), peak memory bandwidth per
-device, and the roofline bound they set for an op of a given arithmetic intensity.
+"""Peak dense FLOP/s per device and dtype (the denominator of MFU), peak memory bandwidth and
+memory per device, and the roofline bound they set for an op of a given arithmetic intensity.
 
 Imports no torch (the report prints this table). Values are the vendors' datasheet numbers
 for dense math (no 2:4 sparsity), per device; SXM/OAM parts unless the name says otherwise.
@@ -42,6 +42,25 @@ PEAK_BYTES_PER_S: dict[str, float] = {
 }
 
 
+# Device key (as in PEAK_FLOPS) -> memory per device in bytes (GB = 1e9 bytes, as the datasheets
+# give it); where a part ships in two sizes, the smaller, unless the name says the larger
+# (DEVICE_MEMORY_VARIANTS).
+DEVICE_MEMORY_BYTES: dict[str, float] = {
+    "H100 PCIe": 80e9,  # NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe 80GB
+    "H100 NVL": 94e9,  # same datasheet: H100 NVL 94 GB
+    "H200 NVL": 141e9,  # NVIDIA H200 datasheet: 141 GB HBM3e
+    "H100": 80e9,  # H100 datasheet: H100 SXM 80 GB HBM3
+    "H200": 141e9,  # H200 datasheet: H200 SXM 141 GB HBM3e
+    "GB200": 186e9,  # GB200 NVL72 datasheet, per Blackwell GPU: 186 GB HBM3e
+    "B200": 180e9,  # HGX B200 datasheet: 1.44 TB over 8 GPUs
+    "A100": 40e9,  # NVIDIA A100 datasheet: 40 GB HBM2 (the 80 GB part below)
+    "V100": 16e9,  # NVIDIA V100 datasheet: 16 GB HBM2 (the 32 GB part below)
+    "MI300X": 192e9,  # AMD Instinct MI300X data sheet: 192 GB HBM3
+}
+# (device key, what the device name holds) -> the larger part's memory.
+DEVICE_MEMORY_VARIANTS: dict[tuple[str, str], float] = {("A100", "80g"): 80e9, ("V100", "32g"): 32e9}
+
+
 def device_key(device_name: str | None) -> str | None:
     """The table key a device name matches, or None."""
     if not device_name:
@@ -65,6 +84,16 @@ def peak_bytes_per_s(device_name: str | None) -> float | None:
     """Peak memory bandwidth of one device in bytes/s, or None when unknown."""
     key = device_key(device_name)
     return None if key is None else PEAK_BYTES_PER_S.get(key)
+
+
+def device_memory_bytes(device_name: str | None) -> float | None:
+    """Memory of one device in bytes, or None when unknown (a CPU, a device not listed)."""
+    key = device_key(device_name)
+    if key is None:
+        return None
+    compact = (device_name or "").lower().replace(" ", "").replace("-", "")
+    larger = [size for (k, sign), size in DEVICE_MEMORY_VARIANTS.items() if k == key and sign in compact]
+    return larger[0] if larger else DEVICE_MEMORY_BYTES.get(key)
 
 
 def roofline_flops(peak: float | None, bandwidth: float | None, intensity: float | None) -> float | None:

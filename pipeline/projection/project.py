@@ -36,6 +36,7 @@ from tracehouse.pipeline.projection.interference import (
     stored_fits,
     unfitted,
 )
+from tracehouse.pipeline.projection.memory import capacity_of, measured_peak, memory_need
 from tracehouse.pipeline.projection.network import (
     LINK_SOURCES,
     NetworkModel,
@@ -56,6 +57,7 @@ from tracehouse.pipeline.projection.scenario import (
     layout_at_measured,
     layout_for,
     scaled_weights,
+    tokens_factor,
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
@@ -129,7 +131,13 @@ def project_run(
         described += "; " + interference.describe()
     words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
-    rests_on = provenance(run, identity, scenario, network, interference)
+    peak = measured_peak(connection, facts.study, facts.run_id)
+    capacity = capacity_of(facts.device_name, scenario.device_memory)
+    points = [
+        with_memory(p, facts, layout, scenario, peak, capacity)
+        for (layout, _), p in zip(replays, points, strict=True)
+    ]
+    rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity))
     workload = same_workload(connection, facts)
     points = with_measured(workload, facts, points, scenario.weak_scaling)
     points = [replace(p, provenance=rests_on) for p in points]
@@ -186,16 +194,44 @@ def with_band(projection: RunProjection, band: Band) -> RunProjection:
     return replace(projection, points=points)
 
 
+def with_memory(
+    p: ProjectedPoint,
+    facts: RunFacts,
+    layout: Layout,
+    scenario: Scenario,
+    peak: float | None,
+    capacity: float | None,
+) -> ProjectedPoint:
+    """The point with its memory per device (memory.py), flagged where it does not fit."""
+    sharded = layout.sharded_optimizer
+    tokens = tokens_factor(layout, scenario)
+    need = memory_need(
+        facts,
+        dp=layout.dp,
+        dp_new=layout.dp_new,
+        sharded=sharded,
+        tokens=tokens,
+        peak=peak,
+        capacity=capacity,
+    )
+    if need is None:
+        return replace(p, memory_capacity_bytes=capacity)
+    flag = "; ".join(f for f in (p.flag, need.flag()) if f) or None
+    return replace(p, memory_bytes=need.total, memory_capacity_bytes=capacity, flag=flag)
+
+
 def provenance(
     run: RunGraph,
     identity: IdentityCheck,
     scenario: Scenario,
     network: NetworkModel | None,
     interference: Interference | None,
+    memory: tuple[float | None, float | None] = (None, None),
 ) -> str:
     """What a run's projected points rest on, as JSON (`projections.provenance`): the replay's own
     error, the network model and what each of its links was fitted on, the interference and
-    whether it was fitted, and the collectives measured and planned."""
+    whether it was fitted, the collectives measured and planned, and what the memory per device
+    rests on (the measured peak, the capacity and where it came from)."""
     planned = Counter(
         run.instances.op[i] for key, i in run.instances.key_index.items() if key[0] == "synthetic"
     )
@@ -227,6 +263,14 @@ def provenance(
         "collectives": {
             "measured": len(run.instances.members) - sum(planned.values()),
             "planned": dict(planned),
+        },
+        "memory": {
+            "measured_peak_bytes": memory[0],
+            "activations": "measured peak less model state" if memory[0] else "not measured (a lower bound)",
+            "capacity_bytes": memory[1],
+            "capacity_source": None
+            if memory[1] is None
+            else ("stated" if scenario.device_memory is not None else "device table"),
         },
     }
     return json.dumps(rests_on, sort_keys=True)

@@ -87,6 +87,8 @@ class ProjectedPoint:
     exposed_comm_other_frac: float
     step_time_low_us: float | None = None  # the error band (band.py): step / factor
     step_time_high_us: float | None = None  # step x factor
+    memory_bytes: float | None = None  # per device (memory.py); a lower bound without measured activations
+    memory_capacity_bytes: float | None = None  # the device's memory (None: unknown)
     provenance: str | None = None  # JSON: what the point rests on (project.provenance)
 
     def to_dict(self) -> dict[str, Any]:

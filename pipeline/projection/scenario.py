@@ -51,11 +51,14 @@ class Scenario:
     interference: bool = True  # transfers stretch under overlap (projection/interference.py)
     grad_compression: float = 1.0  # data-parallel gradient reductions move bytes / this
     comm_dtype: str | None = None  # collectives move this element type (comm_names.dtype_name)
+    device_memory: float | None = None  # bytes per device (None: the run's device's, projection/memory.py)
 
     def __post_init__(self) -> None:
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
             if not getattr(self, name) > 0:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
+        if self.device_memory is not None and not self.device_memory > 0:
+            raise TracehouseError("device-memory must be > 0")
         if self.comm_dtype is not None and dtype_size(dtype_name(self.comm_dtype) or "") is None:
             raise TracehouseError(
                 f"comm-dtype {self.comm_dtype!r} is no element type tracehouse knows "
@@ -105,6 +108,8 @@ class Scenario:
             parts.append(f"grad-compression-x{self.grad_compression:g}")
         if self.comm_dtype is not None:
             parts.append(f"comm-{self.comm_dtype}")
+        if self.device_memory is not None:
+            parts.append(f"device-memory-{self.device_memory / 1e9:g}GB")
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -133,6 +138,8 @@ class Scenario:
             parts.append(
                 f"collectives in {dtype_name(self.comm_dtype)} (float collectives' bytes by element size)"
             )
+        if self.device_memory is not None:
+            parts.append(f"devices of {self.device_memory / 1e9:g} GB")
         if self.ideal_network:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:

@@ -5,9 +5,11 @@ tp x pp, data parallelism grown to fill the world size) and ranks those with a r
 projected tokens/s, each with its error band (band.py), its tokens per joule where the run
 measured power (each device drawing the run's measured average power per device: a device
 waiting on the network draws less, so this is a lower bound on tokens per joule), and its exposed
-communication. A run not projected there, a point that is no runnable configuration (`flag`) and
-a run without throughput (no tokens per step) are listed with the reason, never ranked.
-Memory is not checked yet: a layout that does not fit its devices may be ranked.
+communication. A run not projected there, a point that is no runnable configuration (`flag`:
+less than one sequence per rank, or more memory per device than the device has, memory.py) and a
+run without throughput (no tokens per step) are listed with the reason, never ranked. Where the
+device's memory is unknown (a CPU run, a device the hardware table lacks, no --device-memory) or
+the model's size is (no manifest), a ranked layout's fit is unchecked, and the ranking says so.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 from tracehouse.pipeline.projection.results import Projections
-
-MEMORY_NOTE = "memory fit not checked: tracehouse does not estimate a layout's memory per device yet"
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class Candidate:
     tokens_per_s_per_device: float
     tokens_per_j: float | None  # None: the run measured no power
     exposed_comm_frac: float
+    memory_bytes: float | None  # per device (memory.py); None: the model's size is unknown
+    memory_capacity_bytes: float | None  # None: the device's memory is unknown (fit unchecked)
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,18 @@ class Ranking:
     candidates: list[Candidate]
     left_out: dict[str, str] = field(default_factory=dict)  # run -> why it is not ranked
 
-    memory: str = MEMORY_NOTE  # what the ranking does not check
+    @property
+    def memory(self) -> str:
+        """Whether the ranked layouts were checked against their devices' memory, in words."""
+        unchecked = [
+            c.run_id for c in self.candidates if c.memory_bytes is None or c.memory_capacity_bytes is None
+        ]
+        if not unchecked:
+            return "memory: every ranked layout fits its devices"
+        return (
+            f"memory fit unchecked for {', '.join(unchecked)}: the device's memory (state it with "
+            "--device-memory) or the model's size (a manifest's n_params and dtype) is unknown"
+        )
 
     @property
     def most_tokens_per_j(self) -> Candidate | None:
@@ -102,6 +115,8 @@ def rank_layouts(projections: Projections, world_size: int, power_w: dict[str, f
                     tokens_per_s_per_device=point.tokens_per_s / world_size,
                     tokens_per_j=point.tokens_per_s / (watts * world_size) if watts else None,
                     exposed_comm_frac=point.exposed_comm_frac,
+                    memory_bytes=point.memory_bytes,
+                    memory_capacity_bytes=point.memory_capacity_bytes,
                 )
             )
     candidates.sort(key=lambda c: (-c.tokens_per_s, -(c.tokens_per_j or 0.0), c.run_id))

@@ -20,20 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import polars as pl
-from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunTimeline
+from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, DTYPE_BYTES, RunTimeline
 
 DDP_FIRST_BUCKET_BYTES = 1 << 20
 DDP_BUCKET_BYTES = 25 << 20
-DTYPE_BYTES = {
-    "fp32": 4,
-    "float32": 4,
-    "tf32": 4,
-    "bf16": 2,
-    "fp16": 2,
-    "float16": 2,
-    "bfloat16": 2,
-    "fp64": 8,
-}
 FSDP_HOOKS = {"FSDP::pre_forward": "all_gather", "FSDP::pre_backward": "all_gather"}
 FSDP_REDUCE_HOOK = "FSDP::post_backward_reduce"
 

@@ -123,6 +123,19 @@ def op_signatures_frame(connection: duckdb.DuckDBPyConnection, study: str, run_i
     return connection.sql(OP_SIGNATURES, params={"study": study, "run_id": run_id}).pl()
 
 
+# Bytes per element of a manifest's dtype (the model's parameters and gradients).
+DTYPE_BYTES = {
+    "fp32": 4,
+    "float32": 4,
+    "tf32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "fp64": 8,
+}
+
+
 @dataclass(frozen=True)
 class RunFacts:
     """The manifest facts a projection needs (NULLs when the run has no manifest)."""
@@ -142,6 +155,7 @@ class RunFacts:
     n_params: int | None
     dtype: str | None
     fsdp_units: dict[str, int]  # FSDP unit ("" the root) -> parameters, from the manifest
+    device_name: str | None = None  # as the manifest or the traces name it (hardware tables)
 
 
 @dataclass(frozen=True)
@@ -193,7 +207,8 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
     """The `runs` row of the run."""
     row = connection.execute(
         """SELECT r.study, r.run_id, r.strategy, r.world_size, r.nodes, r.devices_per_node, r.dp, r.tp,
-                  r.pp, r.tokens_per_step, r.global_batch, r.device_type, r.n_params, r.dtype, m.fsdp_units
+                  r.pp, r.tokens_per_step, r.global_batch, r.device_type, r.n_params, r.dtype, m.fsdp_units,
+                  r.device_name
            FROM runs AS r
            LEFT JOIN run_manifests AS m ON m.study = r.study AND m.run_id = r.run_id
            WHERE r.study = ? AND r.run_id = ?""",
@@ -201,5 +216,5 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
     ).fetchall()
     if not row:
         raise WarehouseError(f"no run {study}/{run_id} in the warehouse")
-    *facts, units = row[0]
-    return RunFacts(*facts, fsdp_units=json.loads(units) if units else {})
+    *facts, units, device = row[0]
+    return RunFacts(*facts, fsdp_units=json.loads(units) if units else {}, device_name=device)

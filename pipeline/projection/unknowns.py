@@ -10,8 +10,7 @@ from typing import Any
 
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.scenario import Layout, is_data_parallel, layout_for
-from tracehouse.pipeline.projection.synthetic import DTYPE_BYTES
-from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline
+from tracehouse.pipeline.projection.timeline import DTYPE_BYTES, RunFacts, RunTimeline
 
 
 def refusal_notes(refused: dict[int, str]) -> list[str]:

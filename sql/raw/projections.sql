@@ -24,6 +24,8 @@ CREATE TABLE IF NOT EXISTS projections (
     step_time_us DOUBLE,
     step_time_low_us DOUBLE,  -- the error band: step_time_us / factor (docs/projection.md, "How far to trust a projection")
     step_time_high_us DOUBLE,  -- step_time_us x factor; the band and its basis are in provenance (band)
+    memory_bytes DOUBLE,  -- per device: parameters, gradients, AdamW state and activations (docs/projection.md, "Memory per device")
+    memory_capacity_bytes DOUBLE,  -- the device's memory (NULL: unknown, e.g. a CPU); a point needing more is flagged
     measured_step_time_us DOUBLE,
     measured_run_id VARCHAR,  -- the run measured at this world size (NULL: none)
     measured_tokens_per_s_per_device DOUBLE,
@@ -57,3 +59,5 @@ ALTER TABLE projections ADD COLUMN IF NOT EXISTS flag VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS provenance VARCHAR;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS step_time_low_us DOUBLE;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS step_time_high_us DOUBLE;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS memory_bytes DOUBLE;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS memory_capacity_bytes DOUBLE;

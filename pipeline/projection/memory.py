@@ -1,0 +1,121 @@
+"""What a projected layout needs in memory per device, against what the device has.
+
+Per device, for the run's model (the manifest's n_params and dtype) at the projected layout:
+* parameters: n_params x dtype bytes / (tp x pp); FSDP shards them over the data-parallel degree
+  too, and holds one unit whole while it computes (its largest unit from the manifest's
+  fsdp_units; without them, none is counted);
+* gradients: as many bytes as the parameters, sharded as they are;
+* optimizer state (AdamW, what `tracehouse collect` trains with): two fp32 moments per parameter,
+  and an fp32 master copy where the parameters are 16-bit, sharded as the parameters are;
+* activations: the run's measured peak of allocated bytes (step_memory: its largest rank and
+  step) less its model state at the measured layout, scaled with the tokens per device (strong
+  scaling: dp / dp_new). A trace without memory events gives none: the need is then a lower
+  bound, and says so.
+The capacity is the device's memory (hardware.device_memory_bytes, by the run's device name) or
+the scenario's `device_memory`; unknown for a CPU. A point whose need exceeds it is flagged and
+never ranked by `--search` (docs/projection.md, "Memory per device").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+from tracehouse.pipeline.common.hardware import device_memory_bytes
+from tracehouse.pipeline.projection.timeline import DTYPE_BYTES, RunFacts
+
+ADAM_MOMENT_BYTES = 2 * 4  # exp_avg and exp_avg_sq in fp32
+MASTER_BYTES = 4  # the fp32 copy of 16-bit parameters
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """Bytes per device of one projected point, by part; activations None where not measured."""
+
+    params: float
+    grads: float
+    optimizer: float
+    activations: float | None
+    capacity: float | None
+
+    @property
+    def total(self) -> float:
+        return self.params + self.grads + self.optimizer + (self.activations or 0.0)
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.capacity is None else self.total <= self.capacity
+
+    def flag(self) -> str | None:
+        """The flag of a point that does not fit (None when it fits or the capacity is unknown)."""
+        if self.fits is not False:
+            return None
+        bound = "" if self.activations is not None else " without activations"
+        return f"does not fit: needs {_gb(self.total)} per device{bound}, the device has {_gb(self.capacity)}"
+
+    def summary(self) -> dict:
+        """The point's memory in its provenance (JSON)."""
+        return {
+            "params": self.params,
+            "grads": self.grads,
+            "optimizer": self.optimizer,
+            "activations": self.activations,
+            "capacity": self.capacity,
+            "activations_basis": "measured peak less model state" if self.activations is not None else None,
+        }
+
+
+def _gb(n: float | None) -> str:
+    """Bytes in GB, MB or kB (powers of ten, as the datasheets count)."""
+    if n is None:
+        return "?"
+    for unit, size in (("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n / 1e3:,.1f} kB"
+
+
+def model_state(facts: RunFacts, dp: int, sharded: bool) -> tuple[float, float, float] | None:
+    """Parameters, gradients and optimizer state in bytes per device at data-parallel degree dp
+    (None without n_params or a known dtype)."""
+    width = DTYPE_BYTES.get(facts.dtype or "")
+    if not facts.n_params or width is None:
+        return None
+    per_rank = facts.n_params / ((facts.tp or 1) * (facts.pp or 1))
+    shard = per_rank / dp if sharded else per_rank
+    whole_unit = max(facts.fsdp_units.values(), default=0) * width if sharded else 0.0
+    optimizer = shard * (ADAM_MOMENT_BYTES + (MASTER_BYTES if width < 4 else 0))
+    return shard * width + whole_unit, shard * width, optimizer
+
+
+def measured_peak(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> float | None:
+    """The run's largest allocated bytes at any instant of a step on any rank (None: no memory events)."""
+    (peak,) = connection.execute(
+        "SELECT max(peak_allocated_bytes) FROM step_memory WHERE study = ? AND run_id = ?", [study, run_id]
+    ).fetchall()[0]
+    return float(peak) if peak else None
+
+
+def memory_need(
+    facts: RunFacts,
+    *,
+    dp: int,
+    dp_new: int,
+    sharded: bool,
+    tokens: float,
+    peak: float | None,
+    capacity: float | None,
+) -> MemoryNeed | None:
+    """The need per device at dp_new; tokens is the tokens-per-device factor against the measured
+    layout; peak the measured peak (`measured_peak`); capacity the device's memory (or None)."""
+    state = model_state(facts, dp_new, sharded)
+    measured = model_state(facts, dp, sharded)
+    if state is None or measured is None:
+        return None
+    activations = None if peak is None else max(0.0, peak - sum(measured)) * tokens
+    return MemoryNeed(*state, activations=activations, capacity=capacity)
+
+
+def capacity_of(device_name: str | None, stated: float | None) -> float | None:
+    """The stated device memory (bytes), else the device's from the hardware table."""
+    return stated if stated is not None else device_memory_bytes(device_name)

@@ -1,0 +1,108 @@
+"""Memory per device (docs/projection.md): the model state and activations of a projected layout by
+hand, the device table, and the sample study projected onto devices too small for some layouts
+(flagged, never ranked by --search)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from support.wh_helpers import query
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.common.hardware import device_memory_bytes
+from tracehouse.pipeline.projection.memory import memory_need, model_state
+from tracehouse.pipeline.projection.timeline import RunFacts
+
+STUDY = "tiny-cpu-gloo"
+
+
+def facts(strategy: str, *, dtype: str = "bf16", tp: int = 1, units: dict | None = None) -> RunFacts:
+    return RunFacts(
+        STUDY, "r", strategy, 2 * tp, 1, 8, 2, tp, 1, 4096, 8, "gpu", 1_000_000_000, dtype, units or {}, None
+    )
+
+
+def test_replicated_parameters_gradients_and_adamw_state_by_hand():
+    # 1e9 bf16 parameters, tp=2: 5e8 per rank; 2 B each for parameters and gradients; AdamW's two
+    # fp32 moments (8 B) and the fp32 master copy (4 B) of a 16-bit model
+    assert model_state(facts("ddp", tp=2), 2, sharded=False) == (1e9, 1e9, 6e9)
+    assert model_state(facts("ddp", dtype="fp32"), 2, sharded=False) == (4e9, 4e9, 8e9)  # no master copy
+    assert model_state(facts("ddp", dtype="int3"), 2, sharded=False) is None  # unknown width: no estimate
+
+
+def test_fsdp_shards_the_state_and_holds_its_largest_unit_whole():
+    f = facts("fsdp", units={"": 1e8, "layers.0": 2e8, "layers.1": 2e8})
+    shard = 1e9 / 8
+    assert model_state(f, 8, sharded=True) == (shard * 2 + 2e8 * 2, shard * 2, shard * 12)
+
+
+def test_activations_are_the_measured_peak_less_the_state_scaled_with_the_tokens():
+    f = facts("ddp", dtype="fp32")  # 16e9 of state at any dp
+    need = memory_need(f, dp=2, dp_new=8, sharded=False, tokens=2 / 8, peak=20e9, capacity=18e9)
+    assert need.activations == pytest.approx(4e9 / 4)
+    assert need.total == pytest.approx(17e9) and need.fits is True and need.flag() is None
+    small = memory_need(f, dp=2, dp_new=8, sharded=False, tokens=1.0, peak=20e9, capacity=18e9)
+    assert small.fits is False
+    assert small.flag() == "does not fit: needs 20.0 GB per device, the device has 18.0 GB"
+    unmeasured = memory_need(f, dp=2, dp_new=8, sharded=False, tokens=1.0, peak=None, capacity=10e9)
+    assert unmeasured.activations is None and unmeasured.total == 16e9
+    assert (
+        unmeasured.flag()
+        == "does not fit: needs 16.0 GB per device without activations, the device has 10.0 GB"
+    )
+    assert memory_need(f, dp=2, dp_new=8, sharded=False, tokens=1.0, peak=None, capacity=None).fits is None
+
+
+@pytest.mark.parametrize(
+    ("name", "gb"),
+    [
+        ("NVIDIA H100 80GB HBM3", 80),
+        ("NVIDIA A100-SXM4-40GB", 40),
+        ("NVIDIA A100-SXM4-80GB", 80),
+        ("Tesla V100-SXM2-32GB", 32),
+        ("AMD Instinct MI300X", 192),
+        ("NVIDIA H200", 141),
+        ("Intel(R) Xeon(R) Processor", None),
+    ],
+)
+def test_device_memory_from_the_device_name(name, gb):
+    assert device_memory_bytes(name) == (None if gb is None else gb * 1e9)
+
+
+def test_layouts_that_do_not_fit_are_flagged_and_never_ranked(sample_warehouse: Path, tmp_path: Path, capsys):
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    args = ["project", "--warehouse", str(warehouse), "--study", STUDY, "--search", "--devices", "8"]
+    capsys.readouterr()
+    assert main([*args, "--device-memory", "0.005", "--json"]) == 0  # 5 MB devices
+    shown = json.loads(capsys.readouterr().out)
+    rows = query(
+        warehouse,
+        "SELECT p.run_id, p.memory_bytes, p.memory_capacity_bytes, p.flag, r.n_params, r.strategy, r.dp "
+        "FROM projections p JOIN runs r USING (study, run_id) WHERE p.world_size = 8 ORDER BY 1",
+    )
+    assert rows
+    for run, need, capacity, flag, n_params, strategy, _ in rows:
+        assert capacity == 5e6
+        # fp32 parameters and gradients and AdamW's two moments: 16 B a parameter, sharded by FSDP
+        # (over 8 ranks; fsdp_tp over 4 data-parallel ranks of 2-way tensor-parallel halves)
+        assert need == pytest.approx(16 * n_params / (1 if strategy == "ddp" else 8)), run
+        assert (flag is not None and flag.startswith("does not fit: needs 10.1 MB per device")) == (
+            need > 5e6
+        )
+    (search,) = shown["search"]
+    ranked = {c["run_id"] for c in search["candidates"]}
+    assert ranked == {run for run, need, *_ in rows if need <= 5e6} and ranked
+    assert all("does not fit" in search["left_out"][run] for run, need, *_ in rows if need > 5e6)
+    assert search["memory"].startswith("memory fit unchecked") is False
+    text = json.loads(
+        query(warehouse, "SELECT provenance FROM projections WHERE run_id = 'ddp-ws2' LIMIT 1")[0][0]
+    )
+    assert text["memory"] == {
+        "measured_peak_bytes": None,
+        "activations": "not measured (a lower bound)",
+        "capacity_bytes": 5e6,
+        "capacity_source": "stated",
+    }
