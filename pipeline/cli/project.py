@@ -38,13 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--study", required=True, metavar="S", help="the study")
     p.add_argument("--run", metavar="R", help="one run (default: every run of the study)")
     p.add_argument(
-        "--world-sizes",
         "--devices",
+        "--world-sizes",
         dest="world_sizes",
         required=True,
         type=world_sizes,
         metavar="16,32,...",
-        help="world sizes to project to (--devices: the same)",
+        help="world sizes to project to (--devices is another name for it)",
     )
     p.add_argument(
         "--search",
