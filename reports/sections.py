@@ -232,6 +232,7 @@ def projection_section(con: duckdb.DuckDBPyConnection, study: str, warehouse: st
             name: charts_projection.headline_sentence(con, study, name) + " " + REPLAY_RULES
             for name in _strategies(con, study)
         },
+        points=[sentence] if (sentence := charts_projection.ranking_sentence(con, study)) else [],
         figures=[
             Figure(
                 id="fig-projection-throughput",

@@ -340,6 +340,58 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str 
     return text
 
 
+RANKED = """
+SELECT p.run_id, coalesce(r.strategy, 'unspecified') AS strategy, coalesce(r.tp, 1) AS tp,
+       coalesce(r.pp, 1) AS pp, p.world_size, p.tokens_per_s,
+       p.step_time_high_us / p.step_time_us AS band_factor, p.flag
+FROM projections p JOIN runs r USING (study, run_id)
+WHERE p.study = $1 AND p.scenario = $2 AND p.world_size > p.measured_world_size
+ORDER BY p.world_size, p.tokens_per_s DESC NULLS LAST, p.run_id
+"""
+# The ranked layouts a sentence names; the rest are counted.
+RANKED_SHOWN = 3
+
+
+def _tokens(x: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:,.3g}{unit}"
+    return f"{x:,.3g}"
+
+
+def ranking_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
+    """The study's layouts ranked at the largest projected world size where one is runnable (as
+    `tracehouse project --search` ranks them), with their bands; None when none is."""
+    scenarios = projected_rows(con, study)["scenario"].unique().sort()
+    if scenarios.is_empty():
+        return None
+    scenario = "baseline" if "baseline" in scenarios else scenarios[0]
+    rows = frame(con, RANKED, study, scenario)
+    runnable = rows.filter(pl.col("flag").is_null() & (pl.col("tokens_per_s") > 0))
+    if runnable.is_empty():
+        return None
+    size = runnable["world_size"].max()
+    ranked = runnable.filter(pl.col("world_size") == size)
+    named = []
+    for i, r in enumerate(ranked.head(RANKED_SHOWN).iter_rows(named=True), 1):
+        dp = size // (r["tp"] * r["pp"])
+        degrees = " ".join([f"dp={dp}", *(f"{k}={r[k]}" for k in ("tp", "pp") if r[k] > 1)])
+        low, high = r["tokens_per_s"] / r["band_factor"], r["tokens_per_s"] * r["band_factor"]
+        named.append(
+            f"{i}. {r['run_id']} ({r['strategy']} {degrees}) {_tokens(r['tokens_per_s'])} tokens/s "
+            f"(band {_tokens(low)} to {_tokens(high)})"
+        )
+    more = ranked.height - len(named)
+    text = f"At {size:,} devices ({scenario}), the study's layouts rank by projected tokens/s: " + "; ".join(
+        named
+    )
+    text += f"; and {more} more." if more else "."
+    unfit = rows.filter((pl.col("world_size") == size) & pl.col("flag").str.starts_with("does not fit"))
+    if unfit.height:
+        text += f" Not ranked, too large for the device's memory: {', '.join(unfit['run_id'])}."
+    return text
+
+
 def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
     """The assumptions of each stored scenario, in words."""
     rows = (

@@ -288,3 +288,25 @@ def test_the_section_draws_without_console_errors(report: Path) -> None:
             assert failed is None and marks > 100 and height > 300, (chart_id, marks, failed, height)
         assert browser.console_problems() == []
         assert browser.requests() == [report.as_uri()]
+
+
+def test_the_section_ranks_the_layouts_at_the_largest_size_where_one_is_runnable(con, report: Path) -> None:
+    rows = frame(
+        con,
+        "SELECT p.run_id, p.world_size, p.tokens_per_s FROM projections p WHERE p.study = $1 "
+        "AND p.scenario = 'baseline' AND p.flag IS NULL AND p.tokens_per_s > 0 "
+        "AND p.world_size > p.measured_world_size ORDER BY p.world_size DESC, p.tokens_per_s DESC, p.run_id",
+        STUDY,
+    )
+    size = rows["world_size"][0]
+    order = rows.filter(rows["world_size"] == size)["run_id"].to_list()
+    sentence = charts_projection.ranking_sentence(con, STUDY)
+    assert sentence.startswith(
+        f"At {size:,} devices (baseline), the study's layouts rank by projected tokens/s: "
+    )
+    named = re.findall(r"\d\. (\S+) \(", sentence)
+    assert named == order[: charts_projection.RANKED_SHOWN]
+    more = len(order) - len(named)
+    assert sentence.endswith(f"; and {more} more." if more else ")."), sentence
+    points = re.search(r'<div class="points" id="projection-points">(.*?)</div>', report.read_text(), re.S)
+    assert points and sentence in html.unescape(points.group(1))
