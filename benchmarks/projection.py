@@ -7,6 +7,11 @@
    and the calibration go in one warehouse, the world-size-2 runs in another; the projection of each
    world-size-1 run to 2 devices against the measured world-size-2 step time.
 3. A sample run projected to 2,048 devices on its own calibration, with its knee.
+4. How far to trust it: the sample study's checks (each run projected to the world sizes where
+   another run of its workload was measured), its error rate per doubling and the band it gives.
+5. The search: the sample study's layouts ranked at 512 and 2,048 devices on the DGX H100
+   description (weak scaling: the sample's global batch of 8 sequences has no runnable
+   configuration at 512 devices under strong scaling).
 
 Usage: python benchmarks/projection.py [--dir /tmp/projbench] [--skip-collect]
 """
@@ -170,6 +175,38 @@ def to_2048(root: Path) -> None:
         print("\n".join("   " + line for line in out.splitlines()))
 
 
+def band_and_search(root: Path) -> None:
+    import duckdb
+
+    warehouse = root / "identity"
+    study = ["--warehouse", str(warehouse), "--study", "tiny-cpu-gloo"]
+    tracehouse("project", *study, "--world-sizes", "2,4,8")
+    print("\n4. the sample study's checks: projected against another run's measured step time")
+    with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT run_id, world_size, check_world_size, measured_run_id, projected_step_time_us / 1e3, "
+            "measured_step_time_us / 1e3, exp(log_error) - 1, abs(log_error) / doublings "
+            "FROM projection_checks WHERE study = 'tiny-cpu-gloo' ORDER BY ALL"
+        ).fetchall()
+    print(
+        f"   {'run':<10} {'from':>4} {'to':>4} {'measured by':<10} {'proj ms':>9} {'meas ms':>9} {'error':>8}"
+    )
+    for run, a, b, other, projected, measured, error, _ in rows:
+        print(f"   {run:<10} {a:>4} {b:>4} {other:<10} {projected:9.2f} {measured:9.2f} {100 * error:+7.1f}%")
+    worst = max(rows, key=lambda r: r[7], default=None)
+    if worst is not None:
+        print(
+            f"   rate: {worst[7]:.3f} per doubling (worst: {worst[0]} from {worst[1]} to {worst[2]}); "
+            "a point d doublings away lies within a factor exp(replay + rate x d) of its step time"
+        )
+    print("\n5. --search at 512 and 2,048 devices, DGX H100 description, weak scaling")
+    out = tracehouse(
+        "project", *study, "--search", "--devices", "512,2048", "--network", "dgx-h100", "--weak-scaling"
+    )
+    shown = out[out.index("search at") :] if "search at" in out else out
+    print("\n".join("   " + line for line in shown.splitlines()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
@@ -181,6 +218,7 @@ def main() -> None:
     identity(root)
     world_size_two(root, args.skip_collect)
     to_2048(root)
+    band_and_search(root)
 
 
 if __name__ == "__main__":

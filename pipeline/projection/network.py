@@ -122,6 +122,7 @@ class NetworkModel:
     devices_per_node: int
     links: dict[tuple[str, str], Link] = field(default_factory=dict)
     source: str = ""
+    device_memory: float | None = None  # bytes per device, where a network file states it
 
     def level(self, n: int) -> str:
         """The level of a group of n ranks packed from one node's first device (no placement known)."""
@@ -232,7 +233,13 @@ def load_network_file(path: Path) -> NetworkModel:
     per_node = data.get("devices_per_node", 8)
     if not isinstance(per_node, int) or per_node < 1:
         raise TracehouseError(f"{path}: devices_per_node must be a positive integer")
-    return NetworkModel(devices_per_node=per_node, links=links, source=str(path))
+    memory = data.get("device_memory_gb")
+    if memory is not None and (
+        isinstance(memory, bool) or not isinstance(memory, int | float) or memory <= 0
+    ):
+        raise TracehouseError(f"{path}: device_memory_gb must be a positive number (GB per device)")
+    device_memory = None if memory is None else float(memory) * 1e9
+    return NetworkModel(devices_per_node=per_node, links=links, source=str(path), device_memory=device_memory)
 
 
 def fit_link(points: list[tuple[str, float, int, float]]) -> Link | None:

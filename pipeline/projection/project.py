@@ -132,7 +132,8 @@ def project_run(
     words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     peak = measured_peak(connection, facts.study, facts.run_id)
-    capacity = capacity_of(facts.device_name, scenario.device_memory)
+    stated = scenario.device_memory or (network.device_memory if network is not None else None)
+    capacity = capacity_of(facts.device_name, stated)
     points = [
         with_memory(p, facts, layout, scenario, peak, capacity)
         for (layout, _), p in zip(replays, points, strict=True)
@@ -268,12 +269,19 @@ def provenance(
             "measured_peak_bytes": memory[0],
             "activations": "measured peak less model state" if memory[0] else "not measured (a lower bound)",
             "capacity_bytes": memory[1],
-            "capacity_source": None
-            if memory[1] is None
-            else ("stated" if scenario.device_memory is not None else "device table"),
+            "capacity_source": _capacity_source(scenario, network, memory[1]),
         },
     }
     return json.dumps(rests_on, sort_keys=True)
+
+
+def _capacity_source(scenario: Scenario, network: NetworkModel | None, capacity: float | None) -> str | None:
+    """Where a point's device memory came from: --device-memory, the network file or the device table."""
+    if capacity is None:
+        return None
+    if scenario.device_memory is not None:
+        return "stated"
+    return "network file" if network is not None and network.device_memory is not None else "device table"
 
 
 def scenario_times(

@@ -141,7 +141,18 @@ def test_network_files(tmp_path: Path) -> None:
     model = load_network_file(good)
     assert model.devices_per_node == 4 and model.link("all_reduce", 2) == Link(150.0, 3.0)
     assert model.link("all_reduce", 64) == Link(150.0, 3.0)  # no inter_node level: the intra one answers
+    assert model.device_memory is None
+    good.write_text("device_memory_gb = 80\n[intra_node]\nbusbw_gbps = 150\n")
+    assert load_network_file(good).device_memory == 80e9
     for text, message in [
+        (
+            "device_memory_gb = 0\n[intra_node]\nbusbw_gbps = 1\n",
+            "device_memory_gb must be a positive number",
+        ),
+        (
+            'device_memory_gb = "80"\n[intra_node]\nbusbw_gbps = 1\n',
+            "device_memory_gb must be a positive number",
+        ),
         ("devices_per_node = 4\n", "no \\[intra_node\\] or \\[inter_node\\] level"),
         ("[inter_node]\nlatency_us = 3\n", "needs busbw_gbps"),
         ("[inter_node]\nbusbw_gbps = 0\n", "must be > 0"),
