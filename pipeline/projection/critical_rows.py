@@ -9,13 +9,13 @@ transaction; a run that cannot be replayed gets one segment row with its reason 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 
 import duckdb
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical import StepPath, step_paths
 from tracehouse.pipeline.projection.timeline import RunTimeline, load_run
+from tracehouse.pipeline.warehouse.sql_runner import raw_ddl
 
 RUN_TABLES = ("critical_path_segments", "op_slack_rows")
 SEGMENT_COLUMNS = (
@@ -121,7 +121,7 @@ def store_paths(connection: duckdb.DuckDBPyConnection, study: str, result: Study
         digest = connection.execute(TRACES_DIGEST, [study, run]).fetchall()[0][0]
         segments.append((study, run, *([None] * 10), why, digest))
     for table in RUN_TABLES:  # a warehouse made before these tables existed
-        connection.execute(resources.files("tracehouse.sql").joinpath(f"raw/{table}.sql").read_text("utf-8"))
+        connection.execute(raw_ddl(table))
     with transaction(connection):
         for run in [*result.paths, *result.failed]:
             for table in RUN_TABLES:

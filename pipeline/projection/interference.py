@@ -35,7 +35,6 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from importlib import resources
 
 import duckdb
 import numpy as np
@@ -46,6 +45,7 @@ from tracehouse.pipeline.projection.network import calibrated_network, rank_host
 from tracehouse.pipeline.projection.scenario import Scenario, instance_transfers, layout_for
 from tracehouse.pipeline.projection.timeline import RunTimeline, op_signatures_frame
 from tracehouse.pipeline.warehouse.meta import has_relation
+from tracehouse.pipeline.warehouse.sql_runner import raw_ddl
 
 # The stretches tried by the fit (transfer x (1 + stretch x overlap)): 0 to 8 in steps of 0.02.
 STRETCH_GRID = np.linspace(0.0, 8.0, 401)
@@ -444,9 +444,7 @@ def stored_fits(connection: duckdb.DuckDBPyConnection, study: str) -> dict[str, 
 
 def store_fits(connection: duckdb.DuckDBPyConnection, study: str, fits: dict[str, Interference]) -> None:
     """Replace the study's stored fits (in the caller's transaction)."""
-    connection.execute(
-        resources.files("tracehouse.sql").joinpath("raw/interference_fits.sql").read_text("utf-8")
-    )
+    connection.execute(raw_ddl("interference_fits"))
     digest = connection.execute(STUDY_DIGEST, [study]).fetchall()[0][0]
     connection.execute("DELETE FROM interference_fits WHERE study = ?", [study])
     for fit in fits.values():

@@ -11,17 +11,20 @@ Per device, for the run's model (the manifest's n_params and dtype) at the proje
   step) less its model state at the measured layout, scaled with the tokens per device (strong
   scaling: dp / dp_new). A trace without memory events gives none: the need is then a lower
   bound, and says so.
-The capacity is the device's memory (hardware.device_memory_bytes, by the run's device name) or
-the scenario's `device_memory`; unknown for a CPU. A point whose need exceeds it is flagged and
-never ranked by `--search` (docs/projection.md, "Memory per device").
+The capacity is the scenario's `device_memory`, else the network description's, else the device's
+memory (hardware.device_memory_bytes, by the run's device name); unknown for a CPU. A point whose
+need exceeds it is flagged and never ranked by `--search` (docs/projection.md, "Memory per device").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import duckdb
 from tracehouse.pipeline.common.hardware import device_memory_bytes
+from tracehouse.pipeline.projection.network import NetworkModel
+from tracehouse.pipeline.projection.results import ProjectedPoint
+from tracehouse.pipeline.projection.scenario import Layout, Scenario, tokens_factor
 from tracehouse.pipeline.projection.timeline import DTYPE_BYTES, RunFacts
 
 ADAM_MOMENT_BYTES = 2 * 4  # exp_avg and exp_avg_sq in fp32
@@ -116,6 +119,39 @@ def memory_need(
     return MemoryNeed(*state, activations=activations, capacity=capacity)
 
 
-def capacity_of(device_name: str | None, stated: float | None) -> float | None:
-    """The stated device memory (bytes), else the device's from the hardware table."""
-    return stated if stated is not None else device_memory_bytes(device_name)
+def device_capacity(
+    facts: RunFacts, scenario: Scenario, network: NetworkModel | None
+) -> tuple[float | None, str | None]:
+    """The memory of each projected device (bytes) and where it came from: the scenario's
+    `device_memory` ("stated"), the network description's ("network file"), else the run's
+    device's ("device table"); (None, None) when none says (a CPU run)."""
+    if scenario.device_memory is not None:
+        return scenario.device_memory, "stated"
+    if network is not None and network.device_memory is not None:
+        return network.device_memory, "network file"
+    table = device_memory_bytes(facts.device_name)
+    return table, None if table is None else "device table"
+
+
+def with_memory(
+    p: ProjectedPoint,
+    facts: RunFacts,
+    layout: Layout,
+    scenario: Scenario,
+    peak: float | None,
+    capacity: float | None,
+) -> ProjectedPoint:
+    """The point with its memory per device, flagged where it does not fit."""
+    need = memory_need(
+        facts,
+        dp=layout.dp,
+        dp_new=layout.dp_new,
+        sharded=layout.sharded_optimizer,
+        tokens=tokens_factor(layout, scenario),
+        peak=peak,
+        capacity=capacity,
+    )
+    if need is None:
+        return replace(p, memory_capacity_bytes=capacity)
+    flag = "; ".join(f for f in (p.flag, need.flag()) if f) or None
+    return replace(p, memory_bytes=need.total, memory_capacity_bytes=capacity, flag=flag)

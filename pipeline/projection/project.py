@@ -36,7 +36,7 @@ from tracehouse.pipeline.projection.interference import (
     stored_fits,
     unfitted,
 )
-from tracehouse.pipeline.projection.memory import capacity_of, measured_peak, memory_need
+from tracehouse.pipeline.projection.memory import device_capacity, measured_peak, with_memory
 from tracehouse.pipeline.projection.network import (
     LINK_SOURCES,
     NetworkModel,
@@ -57,7 +57,6 @@ from tracehouse.pipeline.projection.scenario import (
     layout_at_measured,
     layout_for,
     scaled_weights,
-    tokens_factor,
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
@@ -132,13 +131,12 @@ def project_run(
     words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     peak = measured_peak(connection, facts.study, facts.run_id)
-    stated = scenario.device_memory or (network.device_memory if network is not None else None)
-    capacity = capacity_of(facts.device_name, stated)
+    capacity, source = device_capacity(facts, scenario, network)
     points = [
         with_memory(p, facts, layout, scenario, peak, capacity)
         for (layout, _), p in zip(replays, points, strict=True)
     ]
-    rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity))
+    rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity, source))
     workload = same_workload(connection, facts)
     points = with_measured(workload, facts, points, scenario.weak_scaling)
     points = [replace(p, provenance=rests_on) for p in points]
@@ -195,39 +193,13 @@ def with_band(projection: RunProjection, band: Band) -> RunProjection:
     return replace(projection, points=points)
 
 
-def with_memory(
-    p: ProjectedPoint,
-    facts: RunFacts,
-    layout: Layout,
-    scenario: Scenario,
-    peak: float | None,
-    capacity: float | None,
-) -> ProjectedPoint:
-    """The point with its memory per device (memory.py), flagged where it does not fit."""
-    sharded = layout.sharded_optimizer
-    tokens = tokens_factor(layout, scenario)
-    need = memory_need(
-        facts,
-        dp=layout.dp,
-        dp_new=layout.dp_new,
-        sharded=sharded,
-        tokens=tokens,
-        peak=peak,
-        capacity=capacity,
-    )
-    if need is None:
-        return replace(p, memory_capacity_bytes=capacity)
-    flag = "; ".join(f for f in (p.flag, need.flag()) if f) or None
-    return replace(p, memory_bytes=need.total, memory_capacity_bytes=capacity, flag=flag)
-
-
 def provenance(
     run: RunGraph,
     identity: IdentityCheck,
     scenario: Scenario,
     network: NetworkModel | None,
     interference: Interference | None,
-    memory: tuple[float | None, float | None] = (None, None),
+    memory: tuple[float | None, float | None, str | None] = (None, None, None),
 ) -> str:
     """What a run's projected points rest on, as JSON (`projections.provenance`): the replay's own
     error, the network model and what each of its links was fitted on, the interference and
@@ -269,19 +241,10 @@ def provenance(
             "measured_peak_bytes": memory[0],
             "activations": "measured peak less model state" if memory[0] else "not measured (a lower bound)",
             "capacity_bytes": memory[1],
-            "capacity_source": _capacity_source(scenario, network, memory[1]),
+            "capacity_source": memory[2],
         },
     }
     return json.dumps(rests_on, sort_keys=True)
-
-
-def _capacity_source(scenario: Scenario, network: NetworkModel | None, capacity: float | None) -> str | None:
-    """Where a point's device memory came from: --device-memory, the network file or the device table."""
-    if capacity is None:
-        return None
-    if scenario.device_memory is not None:
-        return "stated"
-    return "network file" if network is not None and network.device_memory is not None else "device table"
 
 
 def scenario_times(
