@@ -123,6 +123,7 @@ def project(
     grad_compression: float = 1.0,
     comm_dtype: str | None = None,
     device_memory_gb: float | None = None,
+    bucket_mb: float | None = None,
     scenario: str | None = None,
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
@@ -144,6 +145,7 @@ def project(
         grad_compression=grad_compression,
         comm_dtype=comm_dtype,
         device_memory=None if device_memory_gb is None else device_memory_gb * 1e9,
+        bucket_bytes=None if bucket_mb is None else bucket_mb * 1e6,
     )
     network_file = network_path(network) if network is not None else None
     return project_study(

@@ -88,6 +88,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the measured one's",
     )
     p.add_argument(
+        "--bucket-mb",
+        type=float,
+        metavar="MB",
+        help="DDP runs: gradient all-reduces regrouped into buckets of MB (1e6 bytes; DDP's default "
+        "bucket_cap_mb is 25), each issued where its last gradient was ready",
+    )
+    p.add_argument(
         "--device-memory",
         type=float,
         metavar="GB",
@@ -141,6 +148,7 @@ def handle(args: argparse.Namespace) -> int:
             grad_compression=args.grad_compression,
             comm_dtype=args.comm_dtype,
             device_memory=None if args.device_memory is None else args.device_memory * 1e9,
+            bucket_bytes=None if args.bucket_mb is None else args.bucket_mb * 1e6,
         )
     except TracehouseError as exc:
         raise TracehouseError(f"invalid scenario: {exc}") from exc

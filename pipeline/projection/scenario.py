@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size
 from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.projection.buckets import regrouped, step_groups
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.graph import Cost, Phase
-from tracehouse.pipeline.projection.network import NetworkModel, Placement, packed_hosts, place_group
+from tracehouse.pipeline.projection.network import Link, NetworkModel, Placement, packed_hosts, place_group
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
 
 # The collectives that reduce gradients (what gradient compression shrinks) and the element types a
@@ -52,6 +53,7 @@ class Scenario:
     grad_compression: float = 1.0  # data-parallel gradient reductions move bytes / this
     comm_dtype: str | None = None  # collectives move this element type (comm_names.dtype_name)
     device_memory: float | None = None  # bytes per device (None: the run's device's, projection/memory.py)
+    bucket_bytes: float | None = None  # DDP's gradient buckets regrouped to this size (projection/buckets.py)
 
     def __post_init__(self) -> None:
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
@@ -59,6 +61,8 @@ class Scenario:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
         if self.device_memory is not None and not self.device_memory > 0:
             raise TracehouseError("device-memory must be > 0")
+        if self.bucket_bytes is not None and not self.bucket_bytes > 0:
+            raise TracehouseError("bucket-mb must be > 0")
         if self.comm_dtype is not None and dtype_size(dtype_name(self.comm_dtype) or "") is None:
             raise TracehouseError(
                 f"comm-dtype {self.comm_dtype!r} is no element type tracehouse knows "
@@ -76,6 +80,7 @@ class Scenario:
             ideal_network=False,
             grad_compression=1.0,
             comm_dtype=None,
+            bucket_bytes=None,
         )
 
     def bytes_factor(self, op: str | None, data_parallel: bool, measured_dtype: str | None) -> float:
@@ -110,6 +115,8 @@ class Scenario:
             parts.append(f"comm-{self.comm_dtype}")
         if self.device_memory is not None:
             parts.append(f"device-memory-{self.device_memory / 1e9:g}GB")
+        if self.bucket_bytes is not None:
+            parts.append(f"bucket-{self.bucket_bytes / 1e6:g}MB")
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -140,6 +147,8 @@ class Scenario:
             )
         if self.device_memory is not None:
             parts.append(f"devices of {self.device_memory / 1e9:g} GB")
+        if self.bucket_bytes is not None:
+            parts.append(f"DDP gradient buckets of {self.bucket_bytes / 1e6:g} MB")
         if self.ideal_network:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:
@@ -257,25 +266,23 @@ def instance_transfers(
     if scenario.ideal_network:
         return Transfers(np.zeros_like(out), sources)
     tokens = tokens_factor(layout, scenario)
+    targets = [_target(run, i, layout, scenario, tokens) for i in range(len(out))]
+
+    def timed(i: int, size: float) -> tuple[float, Link] | None:
+        if network is None or size <= 0:
+            return None
+        ranks = [rank for rank, _, _ in inst.members[i]]
+        n_new = targets[i][0]
+        placement = group_placement(ranks, inst.dim[i], n_new, layout, hosts, network.devices_per_node)
+        return network.timed(inst.op[i], size, n_new, placement)
+
     for i, measured in enumerate(inst.transfer_ns):
+        n_new, size, data_parallel = targets[i]
         n = inst.group_size[i] or len(inst.members[i])
-        data_parallel = is_data_parallel(inst.dim[i], layout)
-        if data_parallel:
-            n_new = (
-                layout.world_size_new if inst.dim[i] == "world" else max(1, n * layout.dp_new // layout.dp)
-            )
-            size = float(inst.bytes[i] or 0)
-        else:
-            n_new, size = n, float(inst.bytes[i] or 0) * tokens
-        size *= scenario.bytes_factor(inst.op[i], data_parallel, inst.dtype[i])
-        timed = None
-        if network is not None and size > 0:
-            ranks = [rank for rank, _, _ in inst.members[i]]
-            placement = group_placement(ranks, inst.dim[i], n_new, layout, hosts, network.devices_per_node)
-            timed = network.timed(inst.op[i], size, n_new, placement)
-        if timed is not None:
-            out[i] = timed[0] * 1e3
-            sources[i] = timed[1].source
+        found = timed(i, size)
+        if found is not None:
+            out[i] = found[0] * 1e3
+            sources[i] = found[1].source
         elif not data_parallel:
             out[i] = measured * tokens
         elif n_new != n:
@@ -283,7 +290,30 @@ def instance_transfers(
                 f"no network calibration for {inst.op[i]} across {n_new} ranks: ingest nccl-tests output "
                 "(or `tracehouse calibrate`), or pass --network FILE (Python: network=)"
             )
+    if scenario.bucket_bytes is not None and layout.strategy == "ddp" and network is not None:
+        gradients = [i for i, (_, _, dp) in enumerate(targets) if dp and inst.op[i] == "all_reduce"]
+        for group in step_groups(run, gradients):
+            carried = regrouped([targets[i][1] for i in group], scenario.bucket_bytes)
+            for i, sizes in zip(group, carried, strict=True):
+                found = [t for t in (timed(i, size) for size in sizes) if t is not None]
+                out[i] = sum(ns for ns, _ in found) * 1e3
+                sources[i] = found[0][1].source if found else None
     return Transfers(out, sources)
+
+
+def _target(
+    run: RunGraph, i: int, layout: Layout, scenario: Scenario, tokens: float
+) -> tuple[int, float, bool]:
+    """An instance's projected group size, its bytes under the scenario, and whether it is data-parallel."""
+    inst = run.instances
+    n = inst.group_size[i] or len(inst.members[i])
+    data_parallel = is_data_parallel(inst.dim[i], layout)
+    if data_parallel:
+        n_new = layout.world_size_new if inst.dim[i] == "world" else max(1, n * layout.dp_new // layout.dp)
+        size = float(inst.bytes[i] or 0)
+    else:
+        n_new, size = n, float(inst.bytes[i] or 0) * tokens
+    return n_new, size * scenario.bytes_factor(inst.op[i], data_parallel, inst.dtype[i]), data_parallel
 
 
 def is_data_parallel(dim: str, layout: Layout) -> bool:
