@@ -299,12 +299,12 @@ def test_into_a_new_warehouse_the_tasks_start_before_the_catalog_is_made(tmp_pat
         seen.append((Path(warehouse_dir) / "tracehouse.duckdb").exists())
         return load_trace(job, warehouse_dir, registered)
 
-    def create_after_a_task(warehouse_dir):  # so that "before" does not hang on timing
+    def create_after_a_task(warehouse_dir, **options):  # so that "before" does not hang on timing
         deadline = time.monotonic() + 30
         new = not (Path(warehouse_dir) / "tracehouse.duckdb").exists()
         while new and engine[0] == THREADS and not seen and time.monotonic() < deadline:
             time.sleep(0.005)
-        return real_create(warehouse_dir)
+        return real_create(warehouse_dir, **options)
 
     engine = (THREADS, 2)
     monkeypatch.setattr(load_module, "load_trace", noting_task)
@@ -337,7 +337,7 @@ def test_a_new_warehouse_whose_catalog_fails_keeps_nothing_half_done(tmp_path, m
     (tmp_path / "wh" / ".ingest.clean").touch()  # left by a warehouse whose files were deleted by hand
     calls = []
 
-    def failing_catalog(warehouse_dir):
+    def failing_catalog(warehouse_dir, **options):
         calls.append(warehouse_dir)
         deadline = time.monotonic() + 60
         while (

@@ -128,12 +128,12 @@ def test_an_unreadable_partition_met_while_a_new_catalog_is_made_fails_only_its_
     real_create = load_module.create_warehouse
     calls = []
 
-    def create_after_a_partition(warehouse):  # a task's unreadable partition is on disk first
+    def create_after_a_partition(warehouse, **options):  # a task's unreadable partition is on disk first
         calls.append(warehouse)
         deadline = time.monotonic() + 30
         while len(calls) == 1 and not unreadable(warehouse) and time.monotonic() < deadline:
             time.sleep(0.005)
-        return real_create(warehouse)
+        return real_create(warehouse, **options)
 
     def unreadable(warehouse: Path) -> bool:
         events = (p for p in partitions(warehouse) if p.parts[-5] == "events")
