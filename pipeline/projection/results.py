@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from tracehouse.pipeline.projection.band import Band, Check
+from tracehouse.pipeline.projection.search import Ranking, rank_layouts
 from tracehouse.pipeline.projection.timeline import RunFacts
 
 if TYPE_CHECKING:
@@ -163,6 +164,11 @@ class Projections(list):
         self.interference: list[Interference] = []  # the fit per device type (projection/interference.py)
         self.band: Band | None = None  # the study's error band (projection/band.py)
         self.power_w: dict[str, float] = {}  # run -> measured average power per device (W), where sampled
+
+    def ranking(self, world_size: int) -> Ranking:
+        """The runs' layouts at one projected world size, best projected tokens/s first (as
+        `tracehouse project --search` ranks them), with the runs not ranked and why."""
+        return rank_layouts(self, world_size, self.power_w)
 
     def pl(self) -> pl.DataFrame:
         """Every projected point of every run, one row each."""

@@ -266,7 +266,7 @@ def instance_transfers(
     if scenario.ideal_network:
         return Transfers(np.zeros_like(out), sources)
     tokens = tokens_factor(layout, scenario)
-    targets = [_target(run, i, layout, scenario, tokens) for i in range(len(out))]
+    targets = [_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
 
     def timed(i: int, size: float) -> tuple[float, Link] | None:
         if network is None or size <= 0:

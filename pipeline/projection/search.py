@@ -14,10 +14,15 @@ the model's size is (no manifest), a ranked layout's fit is unchecked, and the r
 
 from __future__ import annotations
 
+import html
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import duckdb
-from tracehouse.pipeline.projection.results import Projections
+import polars as pl
+
+if TYPE_CHECKING:
+    from tracehouse.pipeline.projection.results import Projections
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,22 @@ class Ranking:
     def most_tokens_per_j(self) -> Candidate | None:
         measured = [c for c in self.candidates if c.tokens_per_j is not None]
         return max(measured, key=lambda c: c.tokens_per_j, default=None)
+
+    def pl(self) -> pl.DataFrame:
+        """The ranked layouts, best first, one row each."""
+        fields = list(Candidate.__dataclass_fields__)
+        return pl.DataFrame([asdict(c) for c in self.candidates], schema=fields, orient="row")
+
+    def _repr_html_(self) -> str:
+        head = (
+            f"<p><b>{len(self.candidates)} layout(s) at {self.world_size:,} devices</b>, "
+            "best projected tokens/s first</p>"
+        )
+        items = "".join(
+            f"<li>{html.escape(run)}: {html.escape(why)}</li>" for run, why in self.left_out.items()
+        )
+        left = f"<p>Not ranked:</p><ul>{items}</ul>" if items else ""
+        return head + self.pl()._repr_html_() + left + f"<p>{html.escape(self.memory)}</p>"
 
     def to_dict(self) -> dict:
         return {

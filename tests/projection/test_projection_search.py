@@ -87,6 +87,9 @@ def test_layouts_rank_by_projected_tokens_per_s_with_their_band_and_tokens_per_j
         "one": "not projected at 64: no collective to scale",
         "pp": "no runnable configuration: too few sequences",
     }
+    projections.power_w = {"tp": 500.0}
+    assert projections.ranking(64) == ranking  # what a notebook calls
+    assert ranking.pl()["run_id"].to_list() == ["tp", "ddp"] and "Not ranked" in ranking._repr_html_()
     assert ranking.to_dict()["memory"].startswith("memory fit unchecked for tp, ddp: the device's memory")
 
 
