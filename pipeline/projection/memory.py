@@ -56,17 +56,6 @@ class MemoryNeed:
         bound = "" if self.activations is not None else " without activations"
         return f"does not fit: needs {_gb(self.total)} per device{bound}, the device has {_gb(self.capacity)}"
 
-    def summary(self) -> dict:
-        """The point's memory in its provenance (JSON)."""
-        return {
-            "params": self.params,
-            "grads": self.grads,
-            "optimizer": self.optimizer,
-            "activations": self.activations,
-            "capacity": self.capacity,
-            "activations_basis": "measured peak less model state" if self.activations is not None else None,
-        }
-
 
 def _gb(n: float | None) -> str:
     """Bytes in GB, MB or kB (powers of ten, as the datasheets count)."""
