@@ -15,14 +15,21 @@ the model's size is (no manifest), a ranked layout's fit is unchecked, and the r
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import duckdb
 import polars as pl
 
-if TYPE_CHECKING:
-    from tracehouse.pipeline.projection.results import Projections
+
+class ProjectedRuns(Protocol):
+    """What the ranking reads of `results.Projections` (which imports this module): its runs
+    (`RunProjection`: facts, points, refused) and the runs that could not be projected."""
+
+    failed: dict[str, str]
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ def measured_power(connection: duckdb.DuckDBPyConnection, study: str) -> dict[st
     return dict(rows)
 
 
-def rank_layouts(projections: Projections, world_size: int, power_w: dict[str, float]) -> Ranking:
+def rank_layouts(projections: ProjectedRuns, world_size: int, power_w: dict[str, float]) -> Ranking:
     """The runs' points at the world size, ranked by projected tokens/s (ties: tokens per joule)."""
     candidates: list[Candidate] = []
     left_out = {run: f"not projected: {why}" for run, why in projections.failed.items()}
