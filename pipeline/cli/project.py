@@ -130,7 +130,6 @@ def handle(args: argparse.Namespace) -> int:
     from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study  # the replay loads only when it runs
     from tracehouse.pipeline.projection.scenario import Scenario
-    from tracehouse.pipeline.projection.search import rank_layouts
 
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise TracehouseError("--devices-per-node must be a positive integer")
@@ -163,7 +162,7 @@ def handle(args: argparse.Namespace) -> int:
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
-    rankings = [rank_layouts(results, n, results.power_w) for n in args.world_sizes] if args.search else []
+    rankings = [results.ranking(n) for n in args.world_sizes] if args.search else []
     if args.json:
         runs = [to_json(r) for r in results]
         shown = {"projections": runs, "search": [r.to_dict() for r in rankings]} if args.search else runs
@@ -171,12 +170,9 @@ def handle(args: argparse.Namespace) -> int:
     else:
         for result in results:
             print("\n".join(render(result)))
+        name = args.scenario or scenario.short_name(network)
         for ranking in rankings:
-            print(
-                "\n".join(
-                    render_ranking(ranking, args.study, results[0].points[0].scenario if results else "")
-                )
-            )
+            print("\n".join(render_ranking(ranking, args.study, name)))
     for run, why in results.failed.items():
         print(f"tracehouse project: {args.study}/{run} not projected: {why}", file=sys.stderr)
     if results.failed:

@@ -116,5 +116,13 @@ def test_the_sample_study_searched_at_two_world_sizes(sample_warehouse: Path, tm
         assert set(s["left_out"]) == {"fsdp-ws1", "pp-ws2", "tp-ws2"}
         assert all("not projected at" in why for why in s["left_out"].values())
     assert [r["run_id"] for r in shown["projections"]] == sorted(r["run_id"] for r in shown["projections"])
+    assert main([*args, "--weak-scaling", "--network", "dgx-h100", "--scenario", "searched"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heads = [line for line in lines if line.startswith("search at")]
+    assert heads == [
+        f"search at {n} devices ({STUDY}, searched): {len(r['candidates'])} layout(s) ranked by "
+        "projected tokens/s"
+        for n, r in zip(("512", "2,048"), shown["search"], strict=True)
+    ]
     assert main([*args, "--run", "ddp-ws1"]) == 2
     assert capsys.readouterr().err.strip().endswith("--search ranks every run of the study: leave out --run")
