@@ -376,19 +376,17 @@ def ranking_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
     for i, r in enumerate(ranked.head(RANKED_SHOWN).iter_rows(named=True), 1):
         dp = size // (r["tp"] * r["pp"])
         degrees = " ".join([f"dp={dp}", *(f"{k}={r[k]}" for k in ("tp", "pp") if r[k] > 1)])
-        low, high = r["tokens_per_s"] / r["band_factor"], r["tokens_per_s"] * r["band_factor"]
-        named.append(
-            f"{i}. {r['run_id']} ({r['strategy']} {degrees}) {_tokens(r['tokens_per_s'])} tokens/s "
-            f"(band {_tokens(low)} to {_tokens(high)})"
-        )
+        tokens, factor = r["tokens_per_s"], r["band_factor"]  # factor NULL: stored before the band
+        band = "" if factor is None else f" (band {_tokens(tokens / factor)} to {_tokens(tokens * factor)})"
+        named.append(f"{i}. {r['run_id']} ({r['strategy']} {degrees}) {_tokens(tokens)} tokens/s{band}")
     more = ranked.height - len(named)
     text = f"At {size:,} devices ({scenario}), the study's layouts rank by projected tokens/s: " + "; ".join(
         named
     )
     text += f"; and {more} more." if more else "."
-    unfit = rows.filter((pl.col("world_size") == size) & pl.col("flag").str.starts_with("does not fit"))
+    unfit = rows.filter((pl.col("world_size") == size) & pl.col("flag").str.contains("does not fit"))
     if unfit.height:
-        text += f" Not ranked, too large for the device's memory: {', '.join(unfit['run_id'])}."
+        text += f" Not ranked, too large for the device's memory: {', '.join(sorted(unfit['run_id']))}."
     return text
 
 

@@ -14,6 +14,8 @@ from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.hardware import device_memory_bytes
 from tracehouse.pipeline.projection.memory import memory_need, model_state
 from tracehouse.pipeline.projection.timeline import RunFacts
+from tracehouse.reports.charts import projection as charts_projection
+from tracehouse.reports.source import open_warehouse
 
 STUDY = "tiny-cpu-gloo"
 
@@ -97,6 +99,13 @@ def test_layouts_that_do_not_fit_are_flagged_and_never_ranked(sample_warehouse: 
     assert ranked == {run for run, need, *_ in rows if need <= 5e6} and ranked
     assert all("does not fit" in search["left_out"][run] for run, need, *_ in rows if need > 5e6)
     assert search["memory"].startswith("memory fit unchecked") is False
+    con = open_warehouse(warehouse)
+    try:
+        sentence = charts_projection.ranking_sentence(con, STUDY)
+    finally:
+        con.close()
+    unfit = sorted(run for run, need, *_ in rows if need > 5e6)
+    assert sentence.endswith(f" Not ranked, too large for the device's memory: {', '.join(unfit)}.")
     text = json.loads(
         query(warehouse, "SELECT provenance FROM projections WHERE run_id = 'ddp-ws2' LIMIT 1")[0][0]
     )
