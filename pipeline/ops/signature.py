@@ -65,7 +65,14 @@ class Signature:
         """The shape of tensor argument i."""
         if not self.is_tensor(i):
             raise SignatureError(f"{self.name}: argument {i} is not a tensor ({self.type_text(i)!r})")
-        return tuple(int(d) for d in self.dims[i])
+        return tuple(self._dim(d) for d in self.dims[i])
+
+    def _dim(self, d: object) -> int:
+        """One dimension as an integer; a damaged one (infinite, NaN, not a number) is a SignatureError."""
+        try:
+            return int(d)  # type: ignore[call-overload]
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise SignatureError(f"{self.name}: dimension {d!r} is not an integer") from exc
 
     def shapes(self) -> list[Shape]:
         """The shapes of every single-tensor argument, in order."""
@@ -75,7 +82,7 @@ class Signature:
         """The shapes of the tensors of TensorList argument i."""
         if self.type_text(i) != TENSOR_LIST:
             raise SignatureError(f"{self.name}: argument {i} is not a TensorList ({self.type_text(i)!r})")
-        return [tuple(int(d) for d in s) for s in self.dims[i]]
+        return [tuple(self._dim(d) for d in s) for s in self.dims[i]]
 
     def itemsize(self, i: int) -> int:
         """Bytes per element of tensor argument i."""

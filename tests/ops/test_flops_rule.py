@@ -4,6 +4,7 @@ shape texts taken verbatim from the sample and shared traces, with hand-computed
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from tracehouse.pipeline.ops.costs import SIGNATURE_COLUMNS, innermost_flops, op_cost, op_costs
 
 
@@ -132,3 +133,14 @@ def test_a_cost_beyond_64_bits_does_not_fit_and_the_trace_still_parses(tmp_path)
     calls = parse_trace(tmp_path / "t.json").op_calls.sort("op_id")
     assert calls["flops"].to_list() == [None, 2 * 4 * 8 * 16]
     assert op_cost("aten::mm", "[[4, 8], [8, 16]]", '["float", "float"]', None)[1].flops == 2 * 4 * 8 * 16
+
+
+def test_a_dimension_that_is_no_integer_does_not_fit() -> None:
+    """A damaged trace's dimension read as infinity or NaN (found by the fuzzer: a number past
+    float range) makes the formula not fit, never an OverflowError."""
+    from tracehouse.pipeline.ops.signature import Signature, SignatureError
+
+    for bad in (float("inf"), float("nan"), "x"):
+        sig = Signature(name="aten::mm", dims=((bad, 4), (4, 8)), types=("float", "float"), concrete=("", ""))
+        with pytest.raises(SignatureError, match="is not an integer"):
+            sig.shape(0)
