@@ -41,10 +41,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--devices",
         "--world-sizes",
         dest="world_sizes",
-        required=True,
         type=world_sizes,
         metavar="16,32,...",
-        help="world sizes to project to (--devices is another name for it)",
+        help="world sizes to project to (--devices is another name for it); or give --layout",
+    )
+    p.add_argument(
+        "--layout",
+        nargs="+",
+        type=layout_spec,
+        metavar="SPEC",
+        help="layouts to project to, each dp=N (DDP) or fsdp=N, with tp=N, pp=N joined by commas "
+        "(fsdp=64,tp=2): their world sizes, and the data-parallel kind, which may differ from the run's "
+        "(a DDP run projected as FSDP plans FSDP's all-gathers and reduce-scatters in place of its "
+        "all-reduces, CPU runs); tp and pp must be the run's own for now",
     )
     p.add_argument(
         "--search",
@@ -125,6 +134,36 @@ def world_sizes(text: str) -> list[int]:
     return sizes
 
 
+def layout_spec(text: str):
+    """One --layout value (projection/layouts.py)."""
+    from tracehouse.pipeline.projection.layouts import parse_layout
+
+    try:
+        return parse_layout(text)
+    except TracehouseError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def layout_choice(args: argparse.Namespace) -> tuple[list[int], str | None, tuple[int, int] | None]:
+    """The world sizes, data-parallel kind and (tp, pp) that --devices or --layout ask for."""
+    if args.layout is None:
+        if args.world_sizes is None:
+            raise TracehouseError("give the world sizes to project to (--devices 16,32,...) or --layout")
+        return args.world_sizes, None, None
+    if args.world_sizes is not None:
+        raise TracehouseError("give --devices or --layout, not both (a layout's world size is dp x tp x pp)")
+    kinds = {(spec.kind, spec.tp, spec.pp, spec.microbatches) for spec in args.layout}
+    if len(kinds) > 1:
+        raise TracehouseError(
+            "the layouts of one projection differ only in their data-parallel degree: "
+            f"{', '.join(spec.text() for spec in args.layout)} (project each family on its own)"
+        )
+    first = args.layout[0]
+    if first.microbatches is not None:
+        raise TracehouseError("microbatches: a change of pipeline schedule is not projected yet")
+    return sorted({spec.world_size for spec in args.layout}), first.kind, (first.tp, first.pp)
+
+
 def handle(args: argparse.Namespace) -> int:
     """Project, store, print."""
     from tracehouse.pipeline.projection.network import network_path
@@ -136,8 +175,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.search and args.run is not None:
         raise TracehouseError("--search ranks every run of the study: leave out --run")
     network = None if args.network is None else network_path(args.network)
+    sizes, kind, model_parallel = layout_choice(args)
     try:
         scenario = Scenario(
+            data_parallel=kind,
             compute_speedup=args.compute_speedup,
             matmul_speedup=args.matmul_speedup,
             memory_speedup=args.memory_speedup,
@@ -155,14 +196,15 @@ def handle(args: argparse.Namespace) -> int:
         args.warehouse,
         study=args.study,
         run_id=args.run,
-        world_sizes=args.world_sizes,
+        world_sizes=sizes,
         scenario=scenario,
+        model_parallel=model_parallel,
         scenario_name=args.scenario or scenario.short_name(network),
         network_file=network,
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
-    rankings = [results.ranking(n) for n in args.world_sizes] if args.search else []
+    rankings = [results.ranking(n) for n in sizes] if args.search else []
     if args.json:
         runs = [to_json(r) for r in results]
         shown = {"projections": runs, "search": [r.to_dict() for r in rankings]} if args.search else runs
@@ -232,6 +274,11 @@ def _band_words(p: ProjectedPoint) -> str:
             f"; worst: {worst['run']} from {worst['from']} to {worst['to']} device(s) against "
             f"{worst['measured_run']}, {100 * math.expm1(worst['error']):+.1f} %"
         )
+    if band.get("layout_basis"):
+        words += (
+            f"; as the other data-parallel kind, a factor exp({band['layout_error']:.3g}) more: "
+            f"{band['layout_basis']}"
+        )
     return words
 
 
@@ -270,7 +317,8 @@ def render(result: RunProjection) -> list[str]:
     lines = [
         f"{f.study}/{f.run_id} (measured at {f.world_size} device(s)): replay of the measured steps within "
         f"{100 * identity.median_error:.2f} % median, {100 * identity.max_error:.2f} % max",
-        "   devices    step ms (measured)    band  tok/s/dev (measured)    eff  compute  exposed   idle",
+        "   devices    step ms (measured)    band  tok/s/dev (measured)    eff  compute  exposed   idle"
+        "  layout",
     ]
     measured_by = []
     rows = sorted(
@@ -288,12 +336,12 @@ def render(result: RunProjection) -> list[str]:
             f"  {p.world_size:8d} {step}"
             f" {_cell(p.tokens_per_s_per_device, 10)} {_cell(p.measured_tokens_per_s_per_device, 10)}"
             f" {_cell(p.scaling_efficiency, 6, 2)} {100 * fracs[0]:7.1f}% {100 * fracs[1]:7.1f}% "
-            f"{100 * fracs[2]:5.1f}%{mark}"
+            f"{100 * fracs[2]:5.1f}%  {p.layout}{mark}"
         )
-        if p.measured_run_id is not None and p.measured_run_id != f.run_id:
+        if p.measured_run_id is not None:
             measured_by.append(f"{p.world_size} by {p.measured_run_id}")
-    if measured_by:
-        lines.append(f"  measured: {f.world_size} by {f.run_id}, {', '.join(measured_by)}")
+    if measured_by != [f"{f.world_size} by {f.run_id}"] * (len(measured_by) > 0):
+        lines.append(f"  measured: {', '.join(measured_by)}")
     if result.points:
         lines.append(f"  assumptions: {result.points[0].assumptions}")
         lines.append(f"  band: {_band_words(result.points[0])}")

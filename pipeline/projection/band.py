@@ -11,6 +11,11 @@ error at the measured size; at the measured size the band is the replay's alone.
 
 A study without checks (one world size per workload) takes DEFAULT_RATE, the worst error of
 tracehouse's own validation (docs/projection.md, "Validation"), and says so (`basis`).
+
+A change of data-parallel kind (DDP as FSDP, or back) errs even at the measured world size, which
+no rate per doubling can say: its points' band widens by the worst |error| of the run projected as
+the other kind to a world size where the study measured that kind (`layout_error`), else by
+DEFAULT_LAYOUT_ERROR.
 What a what-if changes (faster compute, compression, another element type) has no measurement to
 check against: its band is the one of the measurable projection (docs/projection.md, "How far to
 trust a projection").
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 
 import duckdb
 from tracehouse.pipeline.warehouse.meta import has_relation
@@ -30,6 +35,10 @@ from tracehouse.pipeline.warehouse.sql_runner import raw_ddl
 # time of the validation (docs/projection.md, "Validation"; benchmarks/projection.py).
 DEFAULT_RATE = 0.262
 DEFAULT_BASIS = "default: tracehouse's own validation (FSDP world size 1 to 2 on CPU, 23.1 % short)"
+# ln(78.63 / 47.99): the sample's fsdp-ws2 projected as DDP at 2 ranks against ddp-ws2, the worst
+# change of kind of the validation (docs/projection.md, "A change of layout").
+DEFAULT_LAYOUT_ERROR = 0.494
+DEFAULT_LAYOUT_BASIS = "default: tracehouse's own validation (FSDP as DDP at 2 ranks on CPU, 63.8 % long)"
 
 
 @dataclass(frozen=True)
@@ -66,11 +75,16 @@ class Band:
     rate: float
     basis: str
     checks: tuple[Check, ...] = ()
+    layout_error: float = 0.0  # added where a point changes the data-parallel kind (`with_layout_error`)
+    layout_basis: str | None = None
 
-    def factor(self, world_size: int, measured_world_size: int, replay_error: float) -> float:
+    def factor(
+        self, world_size: int, measured_world_size: int, replay_error: float, changes_kind: bool = False
+    ) -> float:
         """The point's step time lies within [step / factor, step x factor]."""
         doublings = abs(math.log2(world_size / measured_world_size))
-        return math.exp(replay_error + self.rate * doublings)
+        layout = self.layout_error if changes_kind else 0.0
+        return math.exp(replay_error + self.rate * doublings + layout)
 
     def summary(self) -> dict:
         """The band's part of a point's provenance (JSON)."""
@@ -78,6 +92,8 @@ class Band:
         return {
             "rate_per_doubling": self.rate,
             "basis": self.basis,
+            "layout_error": self.layout_error if self.layout_basis else None,
+            "layout_basis": self.layout_basis,
             "checks": len(self.checks),
             "worst": None
             if worst is None
@@ -103,6 +119,21 @@ def study_band(checks: Iterable[Check]) -> Band:
     runs = len({c.run_id for c in usable})
     basis = f"study: {len(usable)} check(s) of {runs} run(s) against the study's measured runs"
     return Band(max(c.rate for c in usable), basis, usable)
+
+
+def with_layout_error(band: Band, checks: Iterable[Check]) -> Band:
+    """The band of a projection that changes the data-parallel kind: `checks` are its own, of the
+    projected kind; those at the run's own world size give the layout error (DEFAULT_LAYOUT_ERROR
+    without one)."""
+    same_size = [c for c in checks if c.world_size == c.check_world_size and c.projected_step_time_us > 0]
+    if not same_size:
+        return replace(band, layout_error=DEFAULT_LAYOUT_ERROR, layout_basis=DEFAULT_LAYOUT_BASIS)
+    worst = max(same_size, key=lambda c: abs(c.error))
+    basis = (
+        f"study: {len(same_size)} run(s) projected as the other data-parallel kind at their own world "
+        f"size, worst {worst.run_id} against {worst.measured_run_id} ({100 * math.expm1(worst.error):+.1f} %)"
+    )
+    return replace(band, layout_error=abs(worst.error), layout_basis=basis)
 
 
 CHECK_COLUMNS = (

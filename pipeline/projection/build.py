@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from tracehouse.pipeline.projection.context import Instances, RankWindows, RunContext, instance_keys
@@ -33,6 +34,13 @@ class RunGraph:
     transfer_ns: np.ndarray
     windows: list[RankWindows]
     intervals: list[tuple[int, int, int, str, str | None]]  # rank, start node, end node, class, dim
+
+    @cached_property
+    def planned(self) -> np.ndarray:
+        """Per instance: whether it was planned (synthetic.py), not measured."""
+        mask = np.zeros(len(self.transfer_ns), dtype=bool)
+        mask[[i for key, i in self.instances.key_index.items() if key[0] == "synthetic"]] = True
+        return mask
 
     def step_times(self, times: np.ndarray) -> dict[int | None, dict[int, float]]:
         """Per step, per rank: the window length in µs."""
@@ -62,11 +70,13 @@ class RunGraph:
         return start, max(w.last_ends, key=lambda n: times[n])
 
 
-def build_run_graph(timeline: RunTimeline) -> RunGraph:
-    """The whole run's graph: every rank, joined at its collectives."""
+def build_run_graph(timeline: RunTimeline, kind: str | None = None) -> RunGraph:
+    """The whole run's graph: every rank, joined at its collectives; with the collectives of
+    data-parallel `kind` ("ddp", "fsdp") planned on its CPU ranks where it is not the run's own
+    (synthetic.py; a projection drops the measured ones)."""
     ctx = RunContext(GraphBuilder(), timeline, keys=instance_keys(timeline.comm))
     windows = [add_gpu_rank(ctx, rank) for rank in timeline.gpu_ranks]
-    windows += [add_cpu_rank(ctx, rank) for rank in timeline.cpu_ranks]
+    windows += [add_cpu_rank(ctx, rank, kind) for rank in timeline.cpu_ranks]
     join_instances(ctx.b, ctx.instances, timeline.clock_offsets_ns())
     graph = ctx.b.freeze()
     instances, intervals = ctx.instances, ctx.intervals

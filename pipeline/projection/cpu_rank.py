@@ -1,6 +1,6 @@
 """One CPU-only (gloo) rank in the replay graph: the main thread as a chain of pieces, its
-communication spans queued per thread, and the collectives planned for a one-rank data-parallel
-run (docs/projection.md)."""
+communication spans queued per thread, and the data-parallel collectives planned where the trace
+shows none (a one-rank data-parallel run, a change of data-parallel kind; docs/projection.md)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from bisect import bisect_left, bisect_right
 import polars as pl
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
 from tracehouse.pipeline.projection.graph import Cost, Phase, Segment
-from tracehouse.pipeline.projection.synthetic import Synthetic, one_device_collectives
+from tracehouse.pipeline.projection.synthetic import Synthetic, data_parallel_ranks, planned_collectives
 
 # A main-thread piece that ends at most this long after a communication span ended waited for it.
 CPU_WAIT_NS = 200_000
 
 
-def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
-    """Add one CPU rank's main-thread chain and communication spans to the graph; its windows."""
+def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWindows:
+    """Add one CPU rank's main-thread chain and communication spans to the graph, with the
+    collectives of data-parallel `kind` planned where it is not the run's own; its windows."""
     b, t = ctx.b, ctx.timeline
     steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
     compute = t.cpu_compute.filter(pl.col("rank") == rank)
@@ -24,7 +25,7 @@ def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
     segment_ops = compute["name"].to_list()
     optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
-    planned = one_device_collectives(t, rank, segments, steps, spans)
+    planned = planned_collectives(t, rank, segments, steps, spans, kind)
     instants = sorted(
         {x for s, e in segments for x in (s, e)}
         | {x for s, e in steps.select(["start_ns", "end_ns"]).iter_rows() for x in (s, e)}
@@ -84,9 +85,10 @@ def add_cpu_rank(ctx: RunContext, rank: int) -> RankWindows:
 def _add_synthetic(
     ctx: RunContext, rank: int, planned: list[Synthetic], instants: list[int], nodes: list[int]
 ) -> None:
-    """Each planned collective: a data-parallel instance of one member (its transfer is zero on one
-    device), queued after the previous one on the rank, issued at its instant; the instant it is
-    awaited at waits for it (the next main-thread instant when issued and awaited at one instant)."""
+    """Each planned collective: a data-parallel instance whose members are the ranks that plan it
+    (its measured transfer is zero), queued after the previous one on the rank, issued at its
+    instant; the instant it is awaited at waits for it (the next main-thread instant when issued
+    and awaited at one instant)."""
     b = ctx.b
     previous_end = None
     for item in sorted(planned, key=lambda p: p.issue_ns):
@@ -104,10 +106,10 @@ def _add_synthetic(
             "op": item.op,
             "bytes": item.bytes,
             "dtype": ctx.timeline.facts.dtype,
-            "group_size": 1,
+            "group_size": data_parallel_ranks(ctx.timeline.facts),
             "parallel_dim": "dp",
         }
-        i = ctx.instances.add(("synthetic", rank, *item.key), row)
+        i = ctx.instances.add(("synthetic", *item.key), row)
         ctx.instances.members[i].append((rank, start, end))
         if wait is not None:
             b.edge(end, wait, kind=Segment.SYNC_TAIL, label=item.op)

@@ -97,11 +97,13 @@ def memory_need(
     tokens: float,
     peak: float | None,
     capacity: float | None,
+    measured_sharded: bool | None = None,
 ) -> MemoryNeed | None:
-    """The need per device at dp_new; tokens is the tokens-per-device factor against the measured
-    layout; peak the measured peak (`measured_peak`); capacity the device's memory (or None)."""
+    """The need per device at dp_new (sharded: FSDP); tokens is the tokens-per-device factor
+    against the measured layout; peak the measured peak (`measured_peak`), of a run that sharded
+    (measured_sharded, default: as projected) or not; capacity the device's memory (or None)."""
     state = model_state(facts, dp_new, sharded)
-    measured = model_state(facts, dp, sharded)
+    measured = model_state(facts, dp, sharded if measured_sharded is None else measured_sharded)
     if state is None or measured is None:
         return None
     activations = None if peak is None else max(0.0, peak - sum(measured)) * tokens
@@ -139,6 +141,7 @@ def with_memory(
         tokens=tokens_factor(layout, scenario),
         peak=peak,
         capacity=capacity,
+        measured_sharded=layout.measured_sharded,
     )
     if need is None:
         return replace(p, memory_capacity_bytes=capacity)

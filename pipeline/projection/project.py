@@ -21,9 +21,16 @@ from typing import Any
 import duckdb
 import numpy as np
 from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
-from tracehouse.pipeline.projection.band import Band, Check, read_checks, store_checks, study_band
+from tracehouse.pipeline.projection.band import (
+    Band,
+    Check,
+    read_checks,
+    store_checks,
+    study_band,
+    with_layout_error,
+)
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
-from tracehouse.pipeline.projection.build import RunGraph
+from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
 from tracehouse.pipeline.projection.interference import (
     FitSamples,
@@ -36,6 +43,7 @@ from tracehouse.pipeline.projection.interference import (
     stored_fits,
     unfitted,
 )
+from tracehouse.pipeline.projection.layouts import layout_text, strategy_as
 from tracehouse.pipeline.projection.memory import device_capacity, measured_peak, with_memory
 from tracehouse.pipeline.projection.network import (
     LINK_SOURCES,
@@ -108,15 +116,18 @@ def project_run(
     projection had to assume of the topology (a note of every point); `interference`: the
     stretch of transfers under overlap for the run's device type (None: none modelled)."""
     timeline, run = built if built is not None else built_run(connection, study, run_id)
-    identity = identity_check(run, timeline.measured_windows())
     facts = timeline.facts
+    kind = scenario.data_parallel
+    if layout_for(facts, facts.world_size, kind).changes_kind:
+        run = kind_changed(timeline, kind)
+    identity = identity_check(run, timeline.measured_windows())
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
     hosts = rank_hosts(connection, study, run_id)
     replays: list[tuple[Layout, ReplayedRun]] = []
     refused: dict[int, str] = {}
     for size in sorted({facts.world_size, *world_sizes}):
-        layout = layout_for(facts, size)
+        layout = layout_for(facts, size, kind)
         if gap is not None and layout.dp_new != layout.dp:
             refused[size] = gap
             continue
@@ -137,7 +148,7 @@ def project_run(
         for (layout, _), p in zip(replays, points, strict=True)
     ]
     rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity, source))
-    workload = same_workload(connection, facts)
+    workload = same_workload(connection, facts, kind)
     points = with_measured(workload, facts, points, scenario.weak_scaling)
     points = [replace(p, provenance=rests_on) for p in points]
 
@@ -146,6 +157,32 @@ def project_run(
 
     checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
     return RunProjection(facts, identity, points, notes=notes, refused=refused, checks=checks)
+
+
+def kind_changed(timeline: RunTimeline, kind: str) -> RunGraph:
+    """The run's graph with the collectives of data-parallel `kind` planned (synthetic.py), which
+    a projection swaps for its measured data-parallel ones; a run they cannot be planned for is a
+    TracehouseError saying why."""
+    facts = timeline.facts
+    name = f"{facts.study}/{facts.run_id}"
+    if facts.strategy is None:
+        raise TracehouseError(
+            f"{name}: its data-parallel kind is unknown (no manifest states its strategy), so it cannot "
+            f"be projected as {kind}"
+        )
+    if timeline.gpu_ranks:
+        raise TracehouseError(
+            f"{name}: a change of data-parallel kind ({facts.strategy} as {kind}) is planned on CPU (gloo) "
+            "ranks only, not yet on GPU ranks"
+        )
+    run = build_run_graph(timeline, kind)
+    if not run.planned.any():
+        needs = "n_params" if kind == "ddp" else "fsdp_units or a reference model_config"
+        raise TracehouseError(
+            f"{name}: no {kind} collective could be planned: its manifest needs {needs} and a known dtype, "
+            "and its trace a backward (autograd::engine::evaluate_function:*)"
+        )
+    return run
 
 
 def held_out_checks(
@@ -163,9 +200,9 @@ def held_out_checks(
     done = {layout.world_size_new: r for layout, r in replays} if scenario == scenario.measurable() else {}
     checks = []
     for size, (other, step_us) in sorted(matches(workload, facts, scenario.weak_scaling).items()):
-        if size == facts.world_size:
+        layout = layout_for(facts, size, scenario.data_parallel)
+        if size == facts.world_size and not layout.changes_kind:
             continue
-        layout = layout_for(facts, size)
         if gap is not None and layout.dp_new != layout.dp:
             continue
         replayed = done.get(size) or summarize(run, replay(layout))
@@ -175,12 +212,14 @@ def held_out_checks(
     return checks
 
 
-def with_band(projection: RunProjection, band: Band) -> RunProjection:
-    """The run's points with their error band (band.py) and its part of the provenance."""
+def with_band(projection: RunProjection, band: Band, kind: str | None = None) -> RunProjection:
+    """The run's points with their error band (band.py) and its part of the provenance; `kind`:
+    the data-parallel kind projected (widening the band where it is not the run's)."""
     replay_error = projection.identity.max_error
+    changes_kind = layout_for(projection.facts, projection.facts.world_size, kind).changes_kind
     points = []
     for p in projection.points:
-        factor = band.factor(p.world_size, p.measured_world_size, replay_error)
+        factor = band.factor(p.world_size, p.measured_world_size, replay_error, changes_kind)
         rests_on = json.dumps({**json.loads(p.provenance or "{}"), "band": band.summary()}, sort_keys=True)
         points.append(
             replace(
@@ -266,7 +305,7 @@ def scenario_times(
     weights = scaled_weights(run, layout, scenario)
     transfers = instance_transfers(run, layout, scenario, network, hosts)
     if scenario.ideal_network:
-        return run.graph.replay(with_transfers(run, weights, transfers.ns))
+        return run.graph.replay(with_transfers(run, weights, transfers.ns, transfers.dropped))
     fit = interference or Interference("none")
     overlaps = instance_overlaps(run, run.graph.measured_times(), run.transfer_ns)
     level = np.array([fit.link_scale(run_id, source) for source in transfers.source])
@@ -286,7 +325,7 @@ def scenario_times(
         if measured_compute is not None:
             stretch = fit.compute_stretch
             scaled = weights * (1.0 + stretch * compute) / (1.0 + stretch * measured_compute)
-        times = run.graph.replay(with_transfers(run, scaled, stretched))
+        times = run.graph.replay(with_transfers(run, scaled, stretched, transfers.dropped))
         overlaps = instance_overlaps(run, times, stretched)
         if measured_compute is not None:
             compute = compute_overlaps(run, times)
@@ -320,6 +359,7 @@ def _points(
     knee_found = False
     for layout, replayed in replays:
         size = layout.world_size_new
+        own = size == facts.world_size and not layout.changes_kind  # the point the run measured
         row: dict[str, Any] = dict(
             study=facts.study,
             run_id=facts.run_id,
@@ -327,10 +367,11 @@ def _points(
             assumptions=words[0],
             notes=words[1],
             world_size=size,
+            layout=layout_text(layout.kind, layout.dp_new, facts.tp or 1, facts.pp or 1),
             measured_world_size=facts.world_size,
-            measured_step_time_us=measured_step if size == facts.world_size else None,
-            measured_run_id=facts.run_id if size == facts.world_size and measured_step else None,
-            measured_tokens_per_s_per_device=(base_per_device if size == facts.world_size else None),
+            measured_step_time_us=measured_step if own else None,
+            measured_run_id=facts.run_id if own and measured_step else None,
+            measured_tokens_per_s_per_device=base_per_device if own else None,
             flag=batch_flag(facts, layout, weak_scaling),
         )
         tps = throughput(layout, replayed.step_time_us)
@@ -368,10 +409,14 @@ def _points(
     return [ProjectedPoint(**row, knee_note=note) for row in rows]
 
 
-def same_workload(connection: duckdb.DuckDBPyConnection, facts: RunFacts) -> list[tuple]:
-    """The study's other measured runs of the run's workload (same strategy, tp and pp): run_id,
-    world size, tokens per step, step time (µs) and tokens/s per device."""
-    if facts.strategy is None or facts.tokens_per_step is None:
+def same_workload(
+    connection: duckdb.DuckDBPyConnection, facts: RunFacts, kind: str | None = None
+) -> list[tuple]:
+    """The study's other measured runs of the run's workload (same strategy, tp and pp; with
+    data-parallel `kind` where given, `layouts.strategy_as`): run_id, world size, tokens per step,
+    step time (µs) and tokens/s per device."""
+    strategy = strategy_as(facts.strategy, kind)
+    if strategy is None or facts.tokens_per_step is None:
         return []
     return connection.execute(
         """SELECT r.run_id, r.world_size, r.tokens_per_step, s.step_time_us, s.tokens_per_s_per_device
@@ -379,7 +424,7 @@ def same_workload(connection: duckdb.DuckDBPyConnection, facts: RunFacts) -> lis
            WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
              AND coalesce(r.pp, 1) = ? AND s.step_time_us > 0
            ORDER BY r.run_id""",
-        [facts.study, facts.run_id, facts.strategy, facts.tp or 1, facts.pp or 1],
+        [facts.study, facts.run_id, strategy, facts.tp or 1, facts.pp or 1],
     ).fetchall()
 
 
@@ -407,7 +452,7 @@ def with_measured(
     out = []
     for p in points:
         match = match_at(workload, facts, p.world_size, weak_scaling) if workload else None
-        if p.world_size != facts.world_size and match is not None:
+        if p.measured_run_id is None and match is not None:
             run, _, _, step_us, per_device = match
             p = replace(
                 p,
@@ -456,11 +501,14 @@ def project_study(
     network_file: Path | None = None,
     devices_per_node: int | None = None,
     progress: Callable[[str], None] | None = None,
+    model_parallel: tuple[int, int] | None = None,
 ) -> Projections:
     """Project one run, or every run of the study, and store the points in `projections`, and
     each run's critical paths of its measured replay (critical_path_segments, op_slack_rows). One
     run that cannot be projected is a TracehouseError; across a study, each such run is left out
-    and listed in the result's `failed` with its reason, and the others are projected."""
+    and listed in the result's `failed` with its reason, and the others are projected.
+    `model_parallel`: the (tp, pp) a layout asks for; a run measured with others is not projected
+    (a change of tensor or pipeline parallelism is not projected yet)."""
     from tracehouse.pipeline.warehouse.database import connect
     from tracehouse.pipeline.warehouse.reading import open_reader
 
@@ -484,6 +532,7 @@ def project_study(
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
                 timeline, graph = paths.replay(connection, study, run)
+                same_split(timeline.facts, model_parallel)
                 network = network_from_file or calibrated_network(
                     connection, study=study, run_id=run, devices_per_node=per_node
                 )
@@ -508,17 +557,32 @@ def project_study(
         results.interference = list(fits.values())
     projected = {r.facts.run_id for r in results}
     checks = [c for r in results for c in r.checks]
-    results.band = study_band([*(c for c in stored_checks if c.run_id not in projected), *checks])
-    results[:] = [with_band(r, results.band) for r in results]
+    kind = scenario.data_parallel
+    if kind is None:  # the checks of the runs as measured: stored, each run's replacing its earlier ones
+        results.band = study_band([*(c for c in stored_checks if c.run_id not in projected), *checks])
+    else:  # as the other kind: this call's checks widen the band, the stored ones stay
+        results.band = with_layout_error(study_band([*stored_checks, *checks]), checks)
+    results[:] = [with_band(r, results.band, kind) for r in results]
     with connect(warehouse_dir) as connection:
         with transaction(connection):
-            store_checks(connection, study, projected, checks)
+            store_checks(connection, study, projected if kind is None else (), checks if kind is None else [])
         store_projections(connection, results)
         store_paths(connection, study, paths)
         if fitting:
             with transaction(connection):
                 store_fits(connection, study, fits)
     return results
+
+
+def same_split(facts: RunFacts, model_parallel: tuple[int, int] | None) -> None:
+    """A TracehouseError where a layout asks for another tp or pp than the run measured."""
+    measured = (facts.tp or 1, facts.pp or 1)
+    if model_parallel is not None and model_parallel != measured:
+        raise TracehouseError(
+            f"the layout's tp={model_parallel[0]}, pp={model_parallel[1]} differ from the run's "
+            f"tp={measured[0]}, pp={measured[1]}: a change of tensor or pipeline parallelism is not "
+            "projected yet"
+        )
 
 
 def interference_of(fits: dict[str, Interference], device: str, scenario: Scenario) -> Interference | None:

@@ -66,6 +66,7 @@ class ProjectedPoint:
     assumptions: str
     notes: str | None
     world_size: int
+    layout: str  # the projected layout as --layout writes it (layouts.layout_text), e.g. "fsdp=64,tp=2"
     measured_world_size: int
     step_time_us: float
     measured_step_time_us: float | None

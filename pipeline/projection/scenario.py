@@ -31,6 +31,7 @@ from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.buckets import regrouped, step_groups
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.graph import Cost, Phase
+from tracehouse.pipeline.projection.layouts import data_parallel_kind, layout_text
 from tracehouse.pipeline.projection.network import Link, NetworkModel, Placement, packed_hosts, place_group
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
 
@@ -54,8 +55,11 @@ class Scenario:
     comm_dtype: str | None = None  # collectives move this element type (comm_names.dtype_name)
     device_memory: float | None = None  # bytes per device (None: the run's device's, projection/memory.py)
     bucket_bytes: float | None = None  # DDP's gradient buckets regrouped to this size (projection/buckets.py)
+    data_parallel: str | None = None  # "ddp" or "fsdp": the data-parallel kind projected (None: the run's)
 
     def __post_init__(self) -> None:
+        if self.data_parallel not in (None, "ddp", "fsdp"):
+            raise TracehouseError(f"data-parallel kind {self.data_parallel!r} is not ddp or fsdp")
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
             if not getattr(self, name) > 0:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
@@ -70,8 +74,8 @@ class Scenario:
             )
 
     def measurable(self) -> Scenario:
-        """The scenario without its what-ifs: what a measured run can check (the world size, weak
-        scaling, the interference and the network stay)."""
+        """The scenario without its what-ifs: what a measured run can check (the world size, the
+        data-parallel kind, weak scaling, the interference and the network stay)."""
         return replace(
             self,
             compute_speedup=1.0,
@@ -117,6 +121,8 @@ class Scenario:
             parts.append(f"device-memory-{self.device_memory / 1e9:g}GB")
         if self.bucket_bytes is not None:
             parts.append(f"bucket-{self.bucket_bytes / 1e6:g}MB")
+        if self.data_parallel is not None:
+            parts.append(f"as-{self.data_parallel}")
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -149,6 +155,11 @@ class Scenario:
             parts.append(f"devices of {self.device_memory / 1e9:g} GB")
         if self.bucket_bytes is not None:
             parts.append(f"DDP gradient buckets of {self.bucket_bytes / 1e6:g} MB")
+        if self.data_parallel is not None:
+            parts.append(
+                f"data parallelism as {self.data_parallel.upper()} (where the run's is the other kind: "
+                "its collectives planned, the measured data-parallel ones dropped)"
+            )
         if self.ideal_network:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:
@@ -160,21 +171,42 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Layout:
-    """The measured run's degrees and the projected data-parallel degree."""
+    """The measured run's degrees, the projected data-parallel degree and kind."""
 
     strategy: str | None
     world_size: int
     dp: int
     model_parallel: int  # tp x pp
     dp_new: int
+    kind_new: str | None = None  # "ddp" or "fsdp" projected (None: the measured run's)
 
     @property
     def world_size_new(self) -> int:
         return self.dp_new * self.model_parallel
 
     @property
+    def kind(self) -> str:
+        """The projected data-parallel kind (layouts.data_parallel_kind)."""
+        return self.kind_new or data_parallel_kind(self.strategy)
+
+    @property
+    def changes_kind(self) -> bool:
+        """Whether the projection swaps the run's data-parallel kind (DDP as FSDP, or back)."""
+        return self.kind != data_parallel_kind(self.strategy)
+
+    @property
     def sharded_optimizer(self) -> bool:
-        return bool(self.strategy) and self.strategy.startswith("fsdp")
+        """Whether the projected ranks shard parameters, gradients and optimizer state (FSDP)."""
+        return self.kind == "fsdp"
+
+    @property
+    def measured_sharded(self) -> bool:
+        return data_parallel_kind(self.strategy) == "fsdp"
+
+    def text(self) -> str:
+        """The projected layout as `--layout` writes it (layouts.layout_text); tp x pp is one
+        model-parallel degree here, written as tp when the run's split is unknown."""
+        return layout_text(self.kind, self.dp_new, self.model_parallel)
 
 
 def layout_at_measured(layout: Layout) -> Layout:
@@ -182,8 +214,9 @@ def layout_at_measured(layout: Layout) -> Layout:
     return replace(layout, dp_new=layout.dp)
 
 
-def layout_for(facts: RunFacts, world_size: int) -> Layout:
-    """The projected layout: the world grows along data parallelism only."""
+def layout_for(facts: RunFacts, world_size: int, kind: str | None = None) -> Layout:
+    """The projected layout: the world grows along data parallelism only, of data-parallel
+    `kind` (None: the run's own)."""
     tp, pp = facts.tp or 1, facts.pp or 1
     dp = facts.dp or max(1, facts.world_size // (tp * pp))
     if world_size % (tp * pp):
@@ -191,16 +224,18 @@ def layout_for(facts: RunFacts, world_size: int) -> Layout:
             f"world size {world_size} is not a multiple of the run's tp x pp = {tp * pp} "
             f"({facts.study}/{facts.run_id})"
         )
-    return Layout(facts.strategy, facts.world_size, dp, tp * pp, world_size // (tp * pp))
+    return Layout(facts.strategy, facts.world_size, dp, tp * pp, world_size // (tp * pp), kind)
 
 
 @dataclass(frozen=True)
 class Transfers:
-    """Each matched instance's transfer (ns) under a scenario, and the source of the network link
-    that timed it (`Link.source`; None where the measured transfer was kept or zeroed)."""
+    """Each matched instance's transfer (ns) under a scenario, the source of the network link
+    that timed it (`Link.source`; None where the measured transfer was kept or zeroed), and
+    whether the scenario drops it (a measured data-parallel collective of the kind it swaps)."""
 
     ns: np.ndarray
     source: list[str | None]
+    dropped: np.ndarray
 
 
 def edge_weights(
@@ -216,7 +251,9 @@ def edge_weights(
     multiply each instance's transfer (the interference model)."""
     transfers = instance_transfers(run, layout, scenario, network, hosts or {})
     factors = 1.0 if transfer_factors is None else transfer_factors
-    return with_transfers(run, scaled_weights(run, layout, scenario), transfers.ns * factors)
+    return with_transfers(
+        run, scaled_weights(run, layout, scenario), transfers.ns * factors, transfers.dropped
+    )
 
 
 def tokens_factor(layout: Layout, scenario: Scenario) -> float:
@@ -228,7 +265,9 @@ def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndar
     """Every edge's weight under the scenario but the transfers' (left at their fixed parts)."""
     g = run.graph
     tokens = tokens_factor(layout, scenario)
-    optimizer = layout.dp / layout.dp_new if layout.sharded_optimizer else 1.0
+    optimizer = (layout.dp if layout.measured_sharded else 1) / (
+        layout.dp_new if layout.sharded_optimizer else 1
+    )
     phase_factor = np.where(g.phase == Phase.OPTIMIZER, optimizer, tokens)
     factor = np.ones(len(g.cost))
     factor[g.cost == Cost.COMPUTE_MATMUL] = 1.0 / (scenario.compute_speedup * scenario.matmul_speedup)
@@ -243,12 +282,21 @@ def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndar
     return weights
 
 
-def with_transfers(run: RunGraph, weights: np.ndarray, transfer_ns: np.ndarray) -> np.ndarray:
-    """The weights with each transfer edge set to its fixed part plus its instance's transfer."""
+def with_transfers(
+    run: RunGraph, weights: np.ndarray, transfer_ns: np.ndarray, dropped: np.ndarray | None = None
+) -> np.ndarray:
+    """The weights with each transfer edge set to its fixed part plus its instance's transfer: a
+    planned instance's members all end at its arrival plus its transfer (no measured residual), a
+    dropped instance's edges from its arrival never win (its members end where they start)."""
     g = run.graph
     out = weights.copy()
     is_transfer = g.cost == Cost.TRANSFER
-    out[is_transfer] = g.fixed[is_transfer] + transfer_ns[g.instance[is_transfer]]
+    instance = g.instance[is_transfer]
+    fixed = np.where(run.planned[instance], 0.0, g.fixed[is_transfer])
+    value = fixed + transfer_ns[instance]
+    if dropped is not None:
+        value = np.where(dropped[instance], -np.inf, value)
+    out[is_transfer] = value
     return out
 
 
@@ -263,8 +311,12 @@ def instance_transfers(
     inst = run.instances
     out = np.array(run.transfer_ns, dtype=np.float64)
     sources: list[str | None] = [None] * len(out)
+    dropped = np.zeros(len(out), dtype=bool)
+    if layout.changes_kind:
+        dims = [is_data_parallel(dim, layout) for dim in inst.dim]
+        dropped[: len(dims)] = np.array(dims, dtype=bool) & ~run.planned[: len(dims)]
     if scenario.ideal_network:
-        return Transfers(np.zeros_like(out), sources)
+        return Transfers(np.zeros_like(out), sources, dropped)
     tokens = tokens_factor(layout, scenario)
     targets = [_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
 
@@ -277,6 +329,9 @@ def instance_transfers(
         return network.timed(inst.op[i], size, n_new, placement)
 
     for i, measured in enumerate(inst.transfer_ns):
+        if dropped[i]:
+            out[i] = 0.0
+            continue
         n_new, size, data_parallel = targets[i]
         n = inst.group_size[i] or len(inst.members[i])
         found = timed(i, size)
@@ -290,15 +345,17 @@ def instance_transfers(
                 f"no network calibration for {inst.op[i]} across {n_new} ranks: ingest nccl-tests output "
                 "(or `tracehouse calibrate`), or pass --network FILE (Python: network=)"
             )
-    if scenario.bucket_bytes is not None and layout.strategy == "ddp" and network is not None:
-        gradients = [i for i, (_, _, dp) in enumerate(targets) if dp and inst.op[i] == "all_reduce"]
+    if scenario.bucket_bytes is not None and layout.kind == "ddp" and network is not None:
+        gradients = [
+            i for i, (_, _, dp) in enumerate(targets) if dp and inst.op[i] == "all_reduce" and not dropped[i]
+        ]
         for group in step_groups(run, gradients):
             carried = regrouped([targets[i][1] for i in group], scenario.bucket_bytes)
             for i, sizes in zip(group, carried, strict=True):
                 found = [t for t in (timed(i, size) for size in sizes) if t is not None]
                 out[i] = sum(ns for ns, _ in found) * 1e3
                 sources[i] = found[0][1].source if found else None
-    return Transfers(out, sources)
+    return Transfers(out, sources, dropped)
 
 
 def _target(

@@ -37,7 +37,7 @@ class Candidate:
     """One run's layout projected to the world size, with what the ranking reads."""
 
     run_id: str
-    layout: str  # e.g. "fsdp dp=256 tp=2"
+    layout: str  # as --layout writes it (layouts.layout_text), e.g. "fsdp=256,tp=2"
     tokens_per_step: int | None
     tokens_per_s: float
     tokens_per_s_low: float  # the error band (band.py), inverted from the step time's
@@ -129,13 +129,10 @@ def rank_layouts(projections: ProjectedRuns, world_size: int, power_w: dict[str,
         else:
             factor = (point.step_time_high_us or point.step_time_us) / point.step_time_us
             watts = power_w.get(f.run_id)
-            model_parallel = (f.tp or 1) * (f.pp or 1)
-            degrees = [f"dp={world_size // model_parallel}"]
-            degrees += [f"{name}={n}" for name, n in (("tp", f.tp), ("pp", f.pp)) if n and n > 1]
             candidates.append(
                 Candidate(
                     run_id=f.run_id,
-                    layout=" ".join([f.strategy or "unspecified", *degrees]),
+                    layout=point.layout,
                     tokens_per_step=f.tokens_per_step,
                     tokens_per_s=point.tokens_per_s,
                     tokens_per_s_low=point.tokens_per_s / factor,

@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+from tracehouse.collectors.model_sizes import ModelConfig, fsdp_unit_params
 from tracehouse.pipeline.common.errors import WarehouseError
 
 RUN_FILTER = "study = $study AND run_id = $run_id"
@@ -154,7 +155,7 @@ class RunFacts:
     device_type: str | None
     n_params: int | None
     dtype: str | None
-    fsdp_units: dict[str, int]  # FSDP unit ("" the root) -> parameters, from the manifest
+    fsdp_units: dict[str, int]  # FSDP unit ("" the root) -> parameters (`manifest_units`)
     device_name: str | None = None  # as the manifest or the traces name it (hardware tables)
 
 
@@ -208,7 +209,7 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
     row = connection.execute(
         """SELECT r.study, r.run_id, r.strategy, r.world_size, r.nodes, r.devices_per_node, r.dp, r.tp,
                   r.pp, r.tokens_per_step, r.global_batch, r.device_type, r.n_params, r.dtype, m.fsdp_units,
-                  r.device_name
+                  r.device_name, m.model_config
            FROM runs AS r
            LEFT JOIN run_manifests AS m ON m.study = r.study AND m.run_id = r.run_id
            WHERE r.study = ? AND r.run_id = ?""",
@@ -216,5 +217,20 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
     ).fetchall()
     if not row:
         raise WarehouseError(f"no run {study}/{run_id} in the warehouse")
-    *facts, units, device = row[0]
-    return RunFacts(*facts, fsdp_units=json.loads(units) if units else {}, device_name=device)
+    *facts, units, device, model = row[0]
+    tp = facts[7] or 1
+    return RunFacts(*facts, fsdp_units=manifest_units(units, model, tp), device_name=device)
+
+
+def manifest_units(units: str | None, model_config: str | None, tp: int) -> dict[str, int]:
+    """Parameters per FSDP unit on one data-parallel rank: the manifest's `fsdp_units`, else those of
+    its `model_config` where it describes tracehouse's reference Llama (every block a unit, the
+    root the rest: collectors/model_sizes.py; split over tp as tracehouse collect does), else none."""
+    stated = json.loads(units) if units else {}
+    if stated:
+        return stated
+    try:
+        config = ModelConfig(**json.loads(model_config or "null"))
+    except (TypeError, ValueError, ArithmeticError):  # no reference Llama
+        return {}
+    return {unit: params // tp for unit, params in fsdp_unit_params(config).items()}

@@ -47,7 +47,7 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
     elif strategy.startswith("fsdp"):
         why = (
             "its manifest records no fsdp_units (parameters per FSDP unit, which tracehouse collect "
-            "records), or no known dtype"
+            "records) nor a reference model_config to derive them from, or no known dtype"
         )
     else:
         why = f"tracehouse plans them for ddp and fsdp runs, not {strategy}"

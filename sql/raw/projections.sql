@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS projections (
     assumptions VARCHAR,  -- the scenario in words
     notes VARCHAR,  -- what the projection leaves out, in words: world sizes not projected and why (NULL: nothing)
     world_size INTEGER NOT NULL,
+    layout VARCHAR,  -- the projected layout as --layout writes it: dp=N (DDP) or fsdp=N, then tp=N, pp=N
     measured_world_size INTEGER,
     step_time_us DOUBLE,
     step_time_low_us DOUBLE,  -- the error band: step_time_us / factor (docs/projection.md, "How far to trust a projection")
@@ -61,3 +62,4 @@ ALTER TABLE projections ADD COLUMN IF NOT EXISTS step_time_low_us DOUBLE;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS step_time_high_us DOUBLE;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS memory_bytes DOUBLE;
 ALTER TABLE projections ADD COLUMN IF NOT EXISTS memory_capacity_bytes DOUBLE;
+ALTER TABLE projections ADD COLUMN IF NOT EXISTS layout VARCHAR;

@@ -92,8 +92,8 @@ def test_each_run_is_checked_against_every_measured_run_of_its_workload(projecte
         projected,
         "SELECT run_id, world_size, check_world_size, measured_run_id FROM projection_checks ORDER BY ALL",
     )
-    # ddp and fsdp measured at 1, 2 and 4 ranks (512 tokens a step each); fsdp-ws1 cannot be projected
-    # (no FSDP units to plan its collectives from); tp, pp and fsdp_tp have no other run of their workload
+    # ddp and fsdp measured at 1, 2 and 4 ranks (512 tokens a step each; fsdp-ws1's FSDP units from its
+    # manifest's model_config); tp, pp and fsdp_tp have no other run of their workload
     assert checks == [
         ("ddp-ws1", 1, 2, "ddp-ws2"),
         ("ddp-ws1", 1, 4, "ddp-ws4"),
@@ -101,6 +101,8 @@ def test_each_run_is_checked_against_every_measured_run_of_its_workload(projecte
         ("ddp-ws2", 2, 4, "ddp-ws4"),
         ("ddp-ws4", 4, 1, "ddp-ws1"),
         ("ddp-ws4", 4, 2, "ddp-ws2"),
+        ("fsdp-ws1", 1, 2, "fsdp-ws2"),
+        ("fsdp-ws1", 1, 4, "fsdp-ws4"),
         ("fsdp-ws2", 2, 1, "fsdp-ws1"),
         ("fsdp-ws2", 2, 4, "fsdp-ws4"),
         ("fsdp-ws4", 4, 1, "fsdp-ws1"),
@@ -115,7 +117,7 @@ def test_each_run_is_checked_against_every_measured_run_of_its_workload(projecte
            JOIN scale_points s ON s.run_id = c.measured_run_id
            WHERE c.check_world_size = 2""",
     )
-    assert len(same) == 3 and all(a == pytest.approx(b) and m == s for a, b, m, s in same)
+    assert len(same) == 4 and all(a == pytest.approx(b) and m == s for a, b, m, s in same)
 
 
 def test_every_point_carries_the_band_the_study_s_checks_set(projected: Path):
@@ -129,7 +131,7 @@ def test_every_point_carries_the_band_the_study_s_checks_set(projected: Path):
     for run, ws, measured_ws, step, low, high, text in rows:
         rests_on = json.loads(text)
         band = rests_on["band"]
-        assert band["rate_per_doubling"] == pytest.approx(rate) and band["checks"] == 10, run
+        assert band["rate_per_doubling"] == pytest.approx(rate) and band["checks"] == 12, run
         factor = math.exp(rests_on["replay"]["max_error"] + rate * abs(math.log2(ws / measured_ws)))
         assert (low, high) == (pytest.approx(step / factor), pytest.approx(step * factor)), (run, ws)
 
@@ -147,7 +149,7 @@ def test_a_what_if_is_checked_without_its_what_if_and_a_later_run_keeps_the_stud
         warehouse,
         "SELECT provenance FROM projections WHERE run_id = 'ddp-ws1' AND scenario = 'compute-x2'",
     )
-    assert rows and all(json.loads(text)["band"]["checks"] == 10 for (text,) in rows)  # every run's checks
+    assert rows and all(json.loads(text)["band"]["checks"] == 12 for (text,) in rows)  # every run's checks
 
 
 def test_forgetting_a_run_drops_every_check_it_is_part_of(projected: Path, tmp_path: Path):
@@ -155,7 +157,7 @@ def test_forgetting_a_run_drops_every_check_it_is_part_of(projected: Path, tmp_p
     shutil.copytree(projected, warehouse)
     assert main(["forget", "ddp-ws4", "--warehouse", str(warehouse), "--study", STUDY]) == 0
     left = query(warehouse, "SELECT run_id, measured_run_id FROM projection_checks ORDER BY ALL")
-    assert len(left) == 6 and all("ddp-ws4" not in pair for pair in left)
+    assert len(left) == 8 and all("ddp-ws4" not in pair for pair in left)
 
 
 def test_the_command_prints_each_point_s_band_and_what_it_rests_on(projected: Path, tmp_path: Path, capsys):

@@ -22,7 +22,13 @@ def facts(run: str, strategy: str, tp: int = 1, pp: int = 1) -> RunFacts:
 
 
 def point(
-    run: str, world_size: int, step_us: float, factor: float, *, flag: str | None = None
+    run: str,
+    world_size: int,
+    step_us: float,
+    factor: float,
+    *,
+    flag: str | None = None,
+    layout: str = "dp=64",
 ) -> ProjectedPoint:
     tokens = 4096 / (step_us / 1e6)
     return ProjectedPoint(
@@ -32,6 +38,7 @@ def point(
         assumptions="",
         notes=None,
         world_size=world_size,
+        layout=layout,
         measured_world_size=2,
         step_time_us=step_us,
         measured_step_time_us=None,
@@ -65,7 +72,7 @@ def test_layouts_rank_by_projected_tokens_per_s_with_their_band_and_tokens_per_j
     projections = Projections(
         [
             run(facts("ddp", "ddp"), [point("ddp", 64, 200_000.0, 2.0)]),
-            run(facts("tp", "fsdp_tp", tp=2), [point("tp", 64, 100_000.0, 1.5)]),
+            run(facts("tp", "fsdp_tp", tp=2), [point("tp", 64, 100_000.0, 1.5, layout="fsdp=32,tp=2")]),
             run(facts("pp", "pp", pp=4), [point("pp", 64, 400_000.0, 1.0, flag="too few sequences")]),
             run(facts("one", "tp", tp=2), [], refused={64: "no collective to scale"}),
         ],
@@ -73,8 +80,8 @@ def test_layouts_rank_by_projected_tokens_per_s_with_their_band_and_tokens_per_j
     )
     ranking = rank_layouts(projections, 64, {"tp": 500.0})
     assert [(c.run_id, c.layout) for c in ranking.candidates] == [
-        ("tp", "fsdp_tp dp=32 tp=2"),
-        ("ddp", "ddp dp=64"),
+        ("tp", "fsdp=32,tp=2"),
+        ("ddp", "dp=64"),
     ]
     best, second = ranking.candidates
     assert best.tokens_per_s == pytest.approx(40_960.0)  # 4,096 tokens in 0.1 s
@@ -111,9 +118,9 @@ def test_the_sample_study_searched_at_two_world_sizes(sample_warehouse: Path, tm
         for s in shown["search"]
         for c in s["candidates"]
     ]
-    assert ranked == stored and len(ranked) >= 2 * 5  # ddp and fsdp from 2 and 4 ranks, ddp-ws1, fsdp_tp
+    assert ranked == stored and len(ranked) >= 2 * 6  # ddp and fsdp from 1, 2 and 4 ranks, fsdp_tp
     for s in shown["search"]:
-        assert set(s["left_out"]) == {"fsdp-ws1", "pp-ws2", "tp-ws2"}
+        assert set(s["left_out"]) == {"pp-ws2", "tp-ws2"}
         assert all("not projected at" in why for why in s["left_out"].values())
     assert [r["run_id"] for r in shown["projections"]] == sorted(r["run_id"] for r in shown["projections"])
     assert main([*args, "--weak-scaling", "--network", "dgx-h100", "--scenario", "searched"]) == 0

@@ -131,9 +131,9 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
     for scenario, assumptions in scenarios.iter_rows():
         assert f"{scenario}: {assumptions}" in text
     # What a run's projection leaves out or assumes is said too, each note once with its runs: the
-    # world sizes not projected because their data-parallel collectives are unknown (the sample
-    # fsdp-ws1 manifest predates fsdp_units; tp and pp runs measured on one data-parallel rank get none
-    # planned), and the node capacity assumed for the others (the sample manifests predate node_devices).
+    # world sizes not projected because their data-parallel collectives are unknown (tp and pp runs
+    # measured on one data-parallel rank get none planned), and the node capacity assumed for the
+    # others (the sample manifests predate node_devices).
     notes = frame(
         con,
         "SELECT notes, string_agg(DISTINCT run_id, ', ' ORDER BY run_id) AS runs FROM projections "
@@ -141,8 +141,7 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
         STUDY,
     )
     assert notes["runs"].to_list() == [
-        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2",
-        "fsdp-ws1",
+        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws1, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2",
         "pp-ws2",
         "tp-ws2",
     ]
@@ -172,9 +171,9 @@ def test_the_throughput_chart_is_the_table_and_the_measured_points(con, report: 
         point = by_point[(curve, world_size)]
         assert point["tokens_per_s_per_device"] == pytest.approx(tpd, rel=1e-3)  # 4 significant digits
         assert point["knee"] == knee
-    # one knee per curve that grows here (not fsdp-ws1, pp-ws2, tp-ws2: refused beyond their
-    # measured size), every one of them marked
-    assert sum(r["knee"] for r in by_point.values()) == table["curve"].n_unique() - 3 == 7
+    # one knee per curve that grows here (not pp-ws2, tp-ws2: refused beyond their measured size),
+    # every one of them marked
+    assert sum(r["knee"] for r in by_point.values()) == table["curve"].n_unique() - 2 == 8
     measured = frame(
         con,
         "SELECT run_id, world_size, tokens_per_s_per_device FROM scale_points WHERE study = $1 ORDER BY 1",

@@ -1,0 +1,99 @@
+"""Layouts as a user writes them: `dp=64`, `fsdp=64,tp=8`, `dp=8,tp=4,pp=4,microbatches=16`.
+
+`dp=N` is N data-parallel replicas (DDP: each holds the whole model), `fsdp=N` N data-parallel
+shards (FSDP); `tp` and `pp` are the tensor- and pipeline-parallel degrees (1 when left out),
+`microbatches` the pipeline's micro-batches per step. The world size is dp x tp x pp. The same
+text names a projected point's layout (`projections.layout`) and a ranked candidate's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracehouse.pipeline.common.errors import TracehouseError
+
+DEGREES = ("dp", "fsdp", "tp", "pp", "microbatches")
+
+
+def data_parallel_kind(strategy: str | None) -> str:
+    """How a run's data-parallel ranks hold the model: "fsdp" (sharded) or "ddp" (replicated;
+    also tp and pp runs, whose data-parallel replicas tracehouse collect wraps in DDP)."""
+    return "fsdp" if (strategy or "").startswith("fsdp") else "ddp"
+
+
+# A strategy's name with the other data-parallel kind (tracehouse collect's strategies; a pipeline
+# run has no sharded counterpart it names).
+OTHER_KIND = {"ddp": "fsdp", "fsdp": "ddp", "tp": "fsdp_tp", "fsdp_tp": "tp"}
+
+
+def strategy_as(strategy: str | None, kind: str | None) -> str | None:
+    """The strategy a run of `strategy` becomes with data-parallel `kind` (None: unchanged; None
+    where no strategy names it)."""
+    if kind is None or strategy is None or kind == data_parallel_kind(strategy):
+        return strategy
+    return OTHER_KIND.get(strategy)
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """One layout: the data-parallel kind and degree, tp, pp and the pipeline's micro-batches."""
+
+    kind: str  # "ddp" or "fsdp"
+    dp: int
+    tp: int = 1
+    pp: int = 1
+    microbatches: int | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    def text(self) -> str:
+        """The layout as `parse_layout` reads it, e.g. "fsdp=64,tp=8"."""
+        return layout_text(self.kind, self.dp, self.tp, self.pp, self.microbatches)
+
+
+def layout_text(kind: str, dp: int, tp: int = 1, pp: int = 1, microbatches: int | None = None) -> str:
+    """ "dp=N" (DDP) or "fsdp=N", then tp, pp and microbatches where they are not 1 / unset."""
+    parts = [f"{'fsdp' if kind == 'fsdp' else 'dp'}={dp}"]
+    parts += [f"{name}={n}" for name, n in (("tp", tp), ("pp", pp)) if n > 1]
+    if microbatches is not None:
+        parts.append(f"microbatches={microbatches}")
+    return ",".join(parts)
+
+
+def parse_layout(text: str) -> LayoutSpec:
+    """A layout from `key=N` pairs joined by commas (module docstring); anything else is a
+    TracehouseError that quotes the text and says what is wrong."""
+    degrees: dict[str, int] = {}
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        key = key.strip().lower()
+        if not sep or key not in DEGREES:
+            raise TracehouseError(
+                f"layout {text!r}: {part.strip()!r} is not one of {', '.join(k + '=N' for k in DEGREES)}"
+            )
+        if key in degrees:
+            raise TracehouseError(f"layout {text!r}: {key} is given twice")
+        try:
+            n = int(value)
+        except ValueError:
+            raise TracehouseError(f"layout {text!r}: {key}={value.strip()} is not an integer") from None
+        if n < 1:
+            raise TracehouseError(f"layout {text!r}: {key} must be a positive integer")
+        degrees[key] = n
+    if ("dp" in degrees) == ("fsdp" in degrees):
+        raise TracehouseError(
+            f"layout {text!r}: give the data-parallel degree once, as dp=N (DDP replicas) or fsdp=N "
+            "(FSDP shards)"
+        )
+    if "microbatches" in degrees and degrees.get("pp", 1) == 1:
+        raise TracehouseError(f"layout {text!r}: microbatches needs pipeline parallelism (pp=N, N > 1)")
+    kind = "fsdp" if "fsdp" in degrees else "ddp"
+    return LayoutSpec(
+        kind,
+        degrees.get("fsdp", degrees.get("dp", 1)),
+        degrees.get("tp", 1),
+        degrees.get("pp", 1),
+        degrees.get("microbatches"),
+    )

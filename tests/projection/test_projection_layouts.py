@@ -1,0 +1,168 @@
+"""A change of layout (`--layout`): the layout text, a run projected as the other data-parallel kind
+(its measured data-parallel collectives dropped, the other kind's planned and joined across its
+ranks), the band such a point gets, and the rows it stores (sample study)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tracehouse.pipeline.cli.main import main
+from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.projection.band import (
+    DEFAULT_LAYOUT_ERROR,
+    Band,
+    Check,
+    with_layout_error,
+)
+from tracehouse.pipeline.projection.build import build_run_graph
+from tracehouse.pipeline.projection.layouts import LayoutSpec, parse_layout, strategy_as
+from tracehouse.pipeline.projection.project import scenario_times
+from tracehouse.pipeline.projection.scenario import Scenario, layout_for
+from tracehouse.pipeline.projection.timeline import load_run
+from tracehouse.pipeline.warehouse.reading import open_reader
+
+from tests.support.wh_helpers import query
+
+STUDY = "tiny-cpu-gloo"
+
+
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [
+        ("dp=64", LayoutSpec("ddp", 64)),
+        ("fsdp=8, tp=2", LayoutSpec("fsdp", 8, tp=2)),
+        ("DP=8,tp=4,pp=4,microbatches=16", LayoutSpec("ddp", 8, 4, 4, 16)),
+    ],
+)
+def test_a_layout_reads_as_written_and_writes_back(text: str, spec: LayoutSpec) -> None:
+    assert parse_layout(text) == spec
+    assert parse_layout(spec.text()) == spec
+    assert spec.world_size == spec.dp * spec.tp * spec.pp
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("tp=2", "give the data-parallel degree once"),
+        ("dp=2,fsdp=2", "give the data-parallel degree once"),
+        ("dp=2,dp=4", "dp is given twice"),
+        ("dp=0", "dp must be a positive integer"),
+        ("dp=two", "dp=two is not an integer"),
+        ("dp=2,ep=2", "'ep=2' is not one of dp=N, fsdp=N, tp=N, pp=N, microbatches=N"),
+        ("dp=2,microbatches=4", "microbatches needs pipeline parallelism"),
+    ],
+)
+def test_a_layout_that_cannot_be_read_says_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(TracehouseError, match="layout '") as error:
+        parse_layout(text)
+    assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_strategy_with_the_other_data_parallel_kind() -> None:
+    assert strategy_as("ddp", "fsdp") == "fsdp" and strategy_as("fsdp", "ddp") == "ddp"
+    assert strategy_as("tp", "fsdp") == "fsdp_tp" and strategy_as("fsdp_tp", "ddp") == "tp"
+    assert strategy_as("pp", "fsdp") is None  # no measured strategy names it
+    assert strategy_as("ddp", None) == strategy_as("ddp", "ddp") == "ddp"
+
+
+def _check(run: str, ws: int, to: int, projected: float, measured: float) -> Check:
+    return Check(STUDY, run, ws, to, "other", projected, measured)
+
+
+def test_the_layout_error_is_the_worst_change_of_kind_at_the_run_s_own_size() -> None:
+    band = Band(0.1, "study")
+    checks = [
+        _check("a", 2, 2, 130.0, 100.0),
+        _check("b", 2, 2, 70.0, 100.0),
+        _check("a", 2, 4, 500.0, 100.0),
+    ]
+    widened = with_layout_error(band, checks)
+    assert widened.layout_error == pytest.approx(abs(math.log(0.7)))  # b: 30 % short beats a's 30 % long
+    assert widened.layout_basis.startswith("study: 2 run(s) projected as the other data-parallel kind")
+    # a point that changes the kind: replay + rate x doublings + the layout error; others as before
+    assert widened.factor(8, 2, 0.01, changes_kind=True) == pytest.approx(
+        math.exp(0.01 + 0.2 + widened.layout_error)
+    )
+    assert widened.factor(8, 2, 0.01) == band.factor(8, 2, 0.01) == pytest.approx(math.exp(0.21))
+    default = with_layout_error(band, [checks[2]])
+    assert default.layout_error == DEFAULT_LAYOUT_ERROR and default.layout_basis.startswith("default")
+
+
+@pytest.mark.parametrize(
+    ("run_id", "kind", "dropped_op"), [("ddp-ws2", "fsdp", "all_reduce"), ("fsdp-ws2", "ddp", "all_gather")]
+)
+def test_as_the_other_kind_the_measured_collectives_take_no_time_and_the_planned_ones_end_together(
+    sample_warehouse: Path, run_id: str, kind: str, dropped_op: str
+) -> None:
+    with open_reader(sample_warehouse) as con:
+        t = load_run(con, STUDY, run_id)
+    run = build_run_graph(t, kind)
+    layout = layout_for(t.facts, 2, kind)
+    assert layout.changes_kind and layout.sharded_optimizer == (kind == "fsdp")
+    times = scenario_times(
+        run_id, run, layout, Scenario(data_parallel=kind, interference=False), None, {}, None
+    )
+    inst = run.instances
+    measured = [i for i in range(len(inst.members)) if not run.planned[i]]
+    assert measured and {inst.op[i] for i in measured} >= {dropped_op}
+    for i in measured:  # dropped: each member ends where it starts, waiting for no other rank
+        assert all(times[end] == times[start] for _, start, end in inst.members[i])
+    for i in np.flatnonzero(run.planned):  # planned, no network: both ranks leave at the last arrival
+        ends = {times[end] for _, _, end in inst.members[i]}
+        assert ends == {times[inst.arrival[i]]}
+
+
+@pytest.fixture(scope="module")
+def as_fsdp(sample_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    warehouse = tmp_path_factory.mktemp("layouts") / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    common = ["project", "--warehouse", str(warehouse), "--study", STUDY]
+    assert main([*common, "--world-sizes", "2"]) == 0  # the baseline and its checks
+    before = query(warehouse, "SELECT * EXCLUDE (checked_at) FROM projection_checks ORDER BY ALL")
+    assert main([*common, "--run", "ddp-ws1", "--layout", "fsdp=2", "fsdp=4"]) == 0
+    after = query(warehouse, "SELECT * EXCLUDE (checked_at) FROM projection_checks ORDER BY ALL")
+    assert after == before  # a change of kind checks itself, but stores no check in the run's place
+    return warehouse, "as-fsdp"
+
+
+def test_a_layout_s_points_name_it_and_sit_beside_the_kind_measured_there(as_fsdp: tuple[Path, str]) -> None:
+    warehouse, scenario = as_fsdp
+    rows = query(
+        warehouse,
+        "SELECT world_size, layout, measured_run_id, provenance FROM projections "
+        "WHERE run_id = 'ddp-ws1' AND scenario = ? ORDER BY world_size",
+        [scenario],
+    )
+    assert [r[:3] for r in rows] == [
+        (1, "fsdp=1", "fsdp-ws1"),
+        (2, "fsdp=2", "fsdp-ws2"),
+        (4, "fsdp=4", "fsdp-ws4"),
+    ]
+    planned = json.loads(rows[1][3])["collectives"]["planned"]
+    assert planned == {"all_gather": 15, "reduce_scatter": 9}  # 3 steps: 5 and 3 a step, as fsdp-ws2 issues
+    band = json.loads(rows[1][3])["band"]
+    assert band["layout_basis"].startswith("study: 1 run(s) projected as the other data-parallel kind")
+    baseline = query(
+        warehouse,
+        "SELECT DISTINCT layout FROM projections "
+        "WHERE run_id = 'ddp-ws1' AND scenario = 'baseline' ORDER BY 1",
+    )
+    assert baseline == [("dp=1",), ("dp=2",)]
+
+
+def test_a_layout_the_run_cannot_take_is_refused_with_the_reason(sample_warehouse: Path, capsys) -> None:
+    common = ["project", "--warehouse", str(sample_warehouse), "--study", STUDY, "--run", "ddp-ws1"]
+    capsys.readouterr()
+    assert main([*common, "--layout", "fsdp=2,tp=2"]) == 2
+    assert "a change of tensor or pipeline parallelism is not projected yet" in capsys.readouterr().err
+    assert main([*common, "--layout", "fsdp=2", "dp=4"]) == 2
+    assert "differ only in their data-parallel degree: fsdp=2, dp=4" in capsys.readouterr().err
+    assert main([*common, "--layout", "fsdp=2", "--devices", "4"]) == 2
+    assert "give --devices or --layout, not both" in capsys.readouterr().err
+    assert main([*common]) == 2
+    assert "--devices 16,32,...) or --layout" in capsys.readouterr().err
