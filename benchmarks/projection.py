@@ -12,6 +12,9 @@
 5. The search: the sample study's layouts ranked at 512 and 2,048 devices on the DGX H100
    description (weak scaling: the sample's global batch of 8 sequences has no runnable
    configuration at 512 devices under strong scaling).
+6. A change of data-parallel kind (`--layout`): each sample DDP run projected as FSDP and each
+   FSDP run as DDP at 1, 2 and 4 devices, against the run of that kind measured there, with the
+   breakdown's components.
 
 Usage: python benchmarks/projection.py [--dir /tmp/projbench] [--skip-collect]
 """
@@ -207,6 +210,38 @@ def band_and_search(root: Path) -> None:
     print("\n".join("   " + line for line in shown.splitlines()))
 
 
+def layout_change(root: Path) -> None:
+    import duckdb
+
+    warehouse = root / "identity"
+    study = ["--warehouse", str(warehouse), "--study", "tiny-cpu-gloo"]
+    print("\n6. a change of data-parallel kind (--layout) against the run of that kind measured there")
+    print(
+        f"   {'run':<9} {'as':<7} {'measured by':<11} {'proj ms':>8} {'meas ms':>8} {'error':>8}"
+        "   components: compute / exposed / other / idle, % of the step (error in points)"
+    )
+    for run, kind in (("ddp-ws1", "fsdp"), ("ddp-ws2", "fsdp"), ("fsdp-ws1", "dp"), ("fsdp-ws2", "dp")):
+        tracehouse("project", *study, "--run", run, "--layout", *(f"{kind}={n}" for n in (1, 2, 4)))
+        with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
+            rows = con.execute(
+                """SELECT p.layout, p.measured_run_id, p.step_time_us / 1e3, p.measured_step_time_us / 1e3,
+                          [p.compute_frac, p.exposed_comm_frac, p.other_frac, p.idle_frac],
+                          [s.compute_frac, s.exposed_comm_frac, s.other_frac, s.idle_frac]
+                   FROM projections p
+                   JOIN scale_points s ON s.study = p.study AND s.run_id = p.measured_run_id
+                   WHERE p.run_id = ? AND p.scenario = ? ORDER BY p.world_size""",
+                [run, "as-fsdp" if kind == "fsdp" else "as-ddp"],
+            ).fetchall()
+        for layout, other, projected, measured, fracs, measured_fracs in rows:
+            parts = " / ".join(
+                f"{100 * f:.1f} ({100 * (f - m):+.1f})" for f, m in zip(fracs, measured_fracs, strict=True)
+            )
+            error = 100 * (projected / measured - 1)
+            print(
+                f"   {run:<9} {layout:<7} {other:<11} {projected:8.2f} {measured:8.2f} {error:+7.1f}%   {parts}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
@@ -219,6 +254,7 @@ def main() -> None:
     world_size_two(root, args.skip_collect)
     to_2048(root)
     band_and_search(root)
+    layout_change(root)
 
 
 if __name__ == "__main__":

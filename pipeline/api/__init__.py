@@ -110,8 +110,9 @@ def project(
     warehouse: str | Path,
     *,
     study: str,
-    world_sizes: Iterable[int],
+    world_sizes: Iterable[int] = (),
     run: str | None = None,
+    layout: str | Iterable[str] | None = None,
     network: str | Path | None = None,
     devices_per_node: int | None = None,
     compute_speedup: float = 1.0,
@@ -128,14 +129,29 @@ def project(
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
     the points are stored in the warehouse's `projections` table and returned with each run's
-    identity check (docs/projection.md). `scenario` names the points (default: from what changes).
+    identity check (docs/projection.md). `layout` ("fsdp=64", or several of one family) stands for
+    the world sizes, as `--layout` does. `scenario` names the points (default: from what changes).
     Across a study, a run that cannot be projected is left out and named with its reason in the
     result's `failed`; the result shows as tables in a notebook and `.pl()` gives its points."""
+    from tracehouse.pipeline.projection.layouts import layout_family, parse_layout
     from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study
     from tracehouse.pipeline.projection.scenario import Scenario
 
+    sizes, kind, model_parallel = list(world_sizes), None, None
+    if layout is not None:
+        if sizes:
+            raise TracehouseError(
+                "give world_sizes or layout, not both (a layout's world size is dp x tp x pp)"
+            )
+        family = layout_family(
+            [parse_layout(text) for text in ([layout] if isinstance(layout, str) else layout)]
+        )
+        sizes, kind, model_parallel = family.world_sizes, family.kind, family.model_parallel
+    elif not sizes:
+        raise TracehouseError("give the world sizes to project to (world_sizes=) or a layout (layout=)")
     changes = Scenario(
+        data_parallel=kind,
         compute_speedup=compute_speedup,
         matmul_speedup=matmul_speedup,
         memory_speedup=memory_speedup,
@@ -152,8 +168,9 @@ def project(
         Path(warehouse),
         study=study,
         run_id=run,
-        world_sizes=list(world_sizes),
+        world_sizes=sizes,
         scenario=changes,
+        model_parallel=model_parallel,
         scenario_name=scenario or changes.short_name(network_file),
         network_file=network_file,
         devices_per_node=devices_per_node,

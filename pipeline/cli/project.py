@@ -146,22 +146,16 @@ def layout_spec(text: str):
 
 def layout_choice(args: argparse.Namespace) -> tuple[list[int], str | None, tuple[int, int] | None]:
     """The world sizes, data-parallel kind and (tp, pp) that --devices or --layout ask for."""
+    from tracehouse.pipeline.projection.layouts import layout_family
+
     if args.layout is None:
         if args.world_sizes is None:
             raise TracehouseError("give the world sizes to project to (--devices 16,32,...) or --layout")
         return args.world_sizes, None, None
     if args.world_sizes is not None:
         raise TracehouseError("give --devices or --layout, not both (a layout's world size is dp x tp x pp)")
-    kinds = {(spec.kind, spec.tp, spec.pp, spec.microbatches) for spec in args.layout}
-    if len(kinds) > 1:
-        raise TracehouseError(
-            "the layouts of one projection differ only in their data-parallel degree: "
-            f"{', '.join(spec.text() for spec in args.layout)} (project each family on its own)"
-        )
-    first = args.layout[0]
-    if first.microbatches is not None:
-        raise TracehouseError("microbatches: a change of pipeline schedule is not projected yet")
-    return sorted({spec.world_size for spec in args.layout}), first.kind, (first.tp, first.pp)
+    family = layout_family(args.layout)
+    return family.world_sizes, family.kind, family.model_parallel
 
 
 def handle(args: argparse.Namespace) -> int:

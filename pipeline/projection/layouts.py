@@ -97,3 +97,28 @@ def parse_layout(text: str) -> LayoutSpec:
         degrees.get("pp", 1),
         degrees.get("microbatches"),
     )
+
+
+@dataclass(frozen=True)
+class LayoutFamily:
+    """Layouts one projection takes: world sizes of one data-parallel kind and one (tp, pp)."""
+
+    world_sizes: list[int]
+    kind: str
+    model_parallel: tuple[int, int]  # (tp, pp)
+
+
+def layout_family(specs: list[LayoutSpec]) -> LayoutFamily:
+    """The family of the given layouts; layouts that differ in more than their data-parallel
+    degree, or a pipeline schedule (not projected yet), are a TracehouseError."""
+    if not specs:
+        raise TracehouseError("no layout given")
+    if len({(s.kind, s.tp, s.pp, s.microbatches) for s in specs}) > 1:
+        raise TracehouseError(
+            "the layouts of one projection differ only in their data-parallel degree: "
+            f"{', '.join(s.text() for s in specs)} (project each family on its own)"
+        )
+    first = specs[0]
+    if first.microbatches is not None:
+        raise TracehouseError("microbatches: a change of pipeline schedule is not projected yet")
+    return LayoutFamily(sorted({s.world_size for s in specs}), first.kind, (first.tp, first.pp))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tracehouse
 from tracehouse.pipeline.cli.main import main
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.band import (
@@ -166,3 +167,18 @@ def test_a_layout_the_run_cannot_take_is_refused_with_the_reason(sample_warehous
     assert "give --devices or --layout, not both" in capsys.readouterr().err
     assert main([*common]) == 2
     assert "--devices 16,32,...) or --layout" in capsys.readouterr().err
+
+
+def test_a_notebook_projects_a_layout_as_the_command_does(sample_warehouse: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    (run,) = tracehouse.project(warehouse, study=STUDY, run="fsdp-ws1", layout=["dp=2", "dp=4"])
+    assert [(p.world_size, p.layout, p.measured_run_id) for p in run.points] == [
+        (1, "dp=1", "ddp-ws1"),
+        (2, "dp=2", "ddp-ws2"),
+        (4, "dp=4", "ddp-ws4"),
+    ]
+    assert {p.scenario for p in run.points} == {"as-ddp"}
+    assert "data parallelism as DDP" in run.points[0].assumptions
+    with pytest.raises(TracehouseError, match="give world_sizes or layout, not both"):
+        tracehouse.project(warehouse, study=STUDY, run="fsdp-ws1", layout="dp=2", world_sizes=[2])
