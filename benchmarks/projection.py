@@ -238,7 +238,8 @@ def layout_change(root: Path) -> None:
             )
             error = 100 * (projected / measured - 1)
             print(
-                f"   {run:<9} {layout:<7} {other:<11} {projected:8.2f} {measured:8.2f} {error:+7.1f}%   {parts}"
+                f"   {run:<9} {layout:<7} {other:<11} {projected:8.2f} {measured:8.2f} {error:+7.1f}%"
+                f"   {parts}"
             )
 
 
