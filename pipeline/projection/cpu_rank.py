@@ -24,6 +24,7 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
     segments = list(compute.select(["start_ns", "end_ns"]).iter_rows())
     segment_ops = compute["name"].to_list()
     optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    hooks = merged(t.fsdp_hooks.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
     planned = planned_collectives(t, rank, segments, steps, spans, kind)
     instants = sorted(
@@ -32,6 +33,13 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
         | {x for item in planned for x in (item.issue_ns, item.wait_ns)}
     )
     nodes = [b.node(x, rank) for x in instants]
+    # Where the main thread waits for a planned collective it leaves from a second node at the same
+    # instant, which the collective's end gates: the wait is a step of its own, not the piece before it.
+    leave = list(nodes)
+    for x in sorted({max(item.issue_ns, item.wait_ns) for item in planned}):
+        i = bisect_left(instants, x)
+        leave[i] = b.node(x, rank)
+        b.edge(nodes[i], leave[i], kind=Segment.SYNC_TAIL)
     seg_starts = [s for s, _ in segments]
     # Communication spans, queued per thread, issued from the main-thread instant before them.
     span_rows = list(spans.iter_rows(named=True))
@@ -39,7 +47,7 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
     queue_events = []
     for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
         at = bisect_right(instants, r["start_ns"]) - 1
-        queue_events.append((s_node, e_node, hash(r["tid"]), nodes[at] if at >= 0 else None))
+        queue_events.append((s_node, e_node, hash(r["tid"]), leave[at] if at >= 0 else None))
     place_queue(b, queue_events, other_queues=None, labels=[r["name"] for r in span_rows])
     for r, (s_node, e_node) in zip(span_rows, span_nodes, strict=True):
         ctx.comm_end(rank, s_node, e_node, r["end_ns"] - r["start_ns"], r)
@@ -50,10 +58,11 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
     for i in range(len(instants) - 1):
         a, z = instants[i], instants[i + 1]
         k = bisect_right(seg_starts, a) - 1
+        hook = Phase.FSDP_HOOK if covered(hooks, a) else Phase.STEP
         if k >= 0 and segments[k][0] <= a and z <= segments[k][1]:
-            phase = Phase.OPTIMIZER if inside(optimizer, a) else Phase.STEP
+            phase = Phase.OPTIMIZER if inside(optimizer, a) else hook
             b.edge(
-                nodes[i],
+                leave[i],
                 nodes[i + 1],
                 base=z - a,
                 cost=Cost.COMPUTE_OTHER,
@@ -61,17 +70,17 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
                 kind=Segment.COMPUTE,
                 label=segment_ops[k],
             )
-            ctx.intervals.append((rank, nodes[i], nodes[i + 1], "compute", None))
+            ctx.intervals.append((rank, leave[i], nodes[i + 1], "compute", None))
             continue
         j = bisect_right(end_times, z) - 1
         if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS:
             tail = z - end_times[j]
-            b.edge(nodes[i], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL)
+            b.edge(leave[i], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL, phase=hook)
             b.edge(span_ends[j][1], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL)
         else:
-            b.edge(nodes[i], nodes[i + 1], fixed=z - a, kind=Segment.HOST_GAP)
+            b.edge(leave[i], nodes[i + 1], fixed=z - a, kind=Segment.HOST_GAP, phase=hook)
     index = {x: n for x, n in zip(instants, nodes, strict=True)}
-    _add_synthetic(ctx, rank, planned, instants, nodes)
+    _add_synthetic(ctx, rank, planned, instants, (nodes, leave))
     rows = list(steps.select(["step", "start_ns", "end_ns"]).iter_rows())
     return RankWindows(
         rank,
@@ -82,20 +91,41 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
     )
 
 
+def merged(intervals) -> tuple[list[int], list[int]]:
+    """(starts, ends) of the union of [start, end) intervals, disjoint and in order."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(intervals):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
+
+
+def covered(union: tuple[list[int], list[int]], at: int) -> bool:
+    """Whether `at` lies in the union `merged` returned."""
+    i = bisect_right(union[0], at) - 1
+    return i >= 0 and at < union[1][i]
+
+
 def _add_synthetic(
-    ctx: RunContext, rank: int, planned: list[Synthetic], instants: list[int], nodes: list[int]
+    ctx: RunContext,
+    rank: int,
+    planned: list[Synthetic],
+    instants: list[int],
+    nodes: tuple[list[int], list[int]],
 ) -> None:
     """Each planned collective: a data-parallel instance whose members are the ranks that plan it
     (its measured transfer is zero), queued after the previous one on the rank, issued at its
-    instant; the instant it is awaited at waits for it (the next main-thread instant when issued
-    and awaited at one instant)."""
+    instant; the main thread leaves the instant it is awaited at (its issue instant when it blocks)
+    only once it ended. `nodes`: each instant's node and the node the main thread leaves it from."""
     b = ctx.b
     previous_end = None
     for item in sorted(planned, key=lambda p: p.issue_ns):
-        i = bisect_left(instants, item.issue_ns)
-        issue = nodes[i]
-        k = bisect_left(instants, item.wait_ns) if item.wait_ns > item.issue_ns else i + 1
-        wait = nodes[k] if k < len(nodes) else None
+        issue = nodes[0][bisect_left(instants, item.issue_ns)]
+        wait = nodes[1][bisect_left(instants, max(item.issue_ns, item.wait_ns))]
         start = b.node(item.issue_ns, rank)
         end = b.node(item.issue_ns, rank)
         b.edge(issue, start, kind=Segment.LAUNCH_DELAY, label=item.op)
@@ -111,7 +141,6 @@ def _add_synthetic(
         }
         i = ctx.instances.add(("synthetic", *item.key), row)
         ctx.instances.members[i].append((rank, start, end))
-        if wait is not None:
-            b.edge(end, wait, kind=Segment.SYNC_TAIL, label=item.op)
+        b.edge(end, wait, kind=Segment.SYNC_TAIL, label=item.op)
         ctx.intervals.append((rank, start, end, "comm", "dp"))
         previous_end = end

@@ -54,6 +54,7 @@ class Phase(IntEnum):
 
     STEP = 0  # forward and backward: work per token
     OPTIMIZER = 1  # Optimizer.step / zero_grad: work per parameter (shard)
+    FSDP_HOOK = 2  # inside FSDP's hooks (FSDP::*, CPU ranks): scales as STEP; gone when projected as DDP
 
 
 @dataclass

@@ -276,6 +276,8 @@ def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndar
     compute_like = np.isin(g.cost, (Cost.COMPUTE_MATMUL, Cost.COMPUTE_OTHER, Cost.MEMORY))
     factor[compute_like] *= phase_factor[compute_like]
     weights = g.fixed + g.base * factor
+    if layout.changes_kind and layout.measured_sharded:  # FSDP as DDP: FSDP's own work is gone
+        weights[g.phase == Phase.FSDP_HOOK] = 0.0
     local = g.cost == Cost.COMM_LOCAL
     if scenario.ideal_network:
         weights[local] = g.fixed[local]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,16 @@ from tracehouse.pipeline.projection.band import (
     with_layout_error,
 )
 from tracehouse.pipeline.projection.build import build_run_graph
+from tracehouse.pipeline.projection.graph import Cost, Phase
 from tracehouse.pipeline.projection.layouts import LayoutSpec, parse_layout, strategy_as
 from tracehouse.pipeline.projection.project import scenario_times
-from tracehouse.pipeline.projection.scenario import Scenario, layout_for
+from tracehouse.pipeline.projection.scenario import (
+    Scenario,
+    instance_transfers,
+    layout_for,
+    scaled_weights,
+    with_transfers,
+)
 from tracehouse.pipeline.projection.timeline import load_run
 from tracehouse.pipeline.warehouse.reading import open_reader
 
@@ -182,3 +190,47 @@ def test_a_notebook_projects_a_layout_as_the_command_does(sample_warehouse: Path
     assert "data parallelism as DDP" in run.points[0].assumptions
     with pytest.raises(TracehouseError, match="give world_sizes or layout, not both"):
         tracehouse.project(warehouse, study=STUDY, run="fsdp-ws1", layout="dp=2", world_sizes=[2])
+
+
+@pytest.mark.parametrize(
+    ("run_id", "kind", "size"), [("ddp-ws1", None, 2), ("ddp-ws2", "fsdp", 2), ("fsdp-ws1", None, 4)]
+)
+def test_waiting_for_a_planned_collective_is_no_compute(
+    sample_warehouse: Path, run_id: str, kind: str | None, size: int
+) -> None:
+    """Every compute interval of the replay lasts exactly its compute edge's weight: the wait for
+    a planned collective is a step of its own, never folded into the compute piece before it."""
+    with open_reader(sample_warehouse) as con:
+        t = load_run(con, STUDY, run_id)
+    run = build_run_graph(t, kind)
+    layout = layout_for(t.facts, size, kind)
+    scenario = Scenario(data_parallel=kind, interference=False)
+    transfers = instance_transfers(run, layout, replace(scenario, ideal_network=True), None, {})
+    transfers.ns[run.planned] = 5e6  # 5 ms each: long enough to show where it is waited for
+    weights = with_transfers(run, scaled_weights(run, layout, scenario), transfers.ns, transfers.dropped)
+    times = run.graph.replay(weights)
+    g = run.graph
+    compute = {
+        (int(s), int(d)): w
+        for s, d, w, c in zip(g.src, g.dst, weights, g.cost, strict=True)
+        if c == Cost.COMPUTE_OTHER
+    }
+    intervals = [(s, e) for _, s, e, cls, _ in run.intervals if cls == "compute"]
+    assert intervals and all(
+        times[e] - times[s] == pytest.approx(compute[(s, e)], abs=1e-6) for s, e in intervals
+    )
+
+
+def test_fsdp_s_own_host_work_is_gone_when_it_is_projected_as_ddp(sample_warehouse: Path) -> None:
+    with open_reader(sample_warehouse) as con:
+        t = load_run(con, STUDY, "fsdp-ws2")
+    run = build_run_graph(t, "ddp")
+    hooks = run.graph.phase == Phase.FSDP_HOOK
+    assert hooks.sum() > 100  # the main thread's pieces inside FSDP::* ranges
+    as_ddp = scaled_weights(run, layout_for(t.facts, 2, "ddp"), Scenario(data_parallel="ddp"))
+    as_fsdp = scaled_weights(run, layout_for(t.facts, 2), Scenario())
+    assert (as_ddp[hooks] == 0).all() and as_fsdp[hooks].sum() > 1e6  # over 1 ms of FSDP's own work
+    step = run.graph.phase == Phase.STEP  # the rest as it was; the optimizer's work x dp (DDP replicates it)
+    assert (as_ddp[step] == as_fsdp[step]).all()
+    optimizer = run.graph.phase == Phase.OPTIMIZER
+    assert as_ddp[optimizer] == pytest.approx(2 * as_fsdp[optimizer] - run.graph.fixed[optimizer])

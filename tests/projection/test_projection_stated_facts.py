@@ -3,7 +3,10 @@
 Without them the projection refuses (test_projection_unknowns); with `--strategy fsdp --model tiny`
 (a reference size gives its parameters and FSDP units) it plans the all-gathers and
 reduce-scatters, and the exposed communication it projects at world size 2 is near the measured
-2-rank run's (the same workload, its traces ingested without their manifest too).
+2-rank run's (the same workload, its traces ingested without their manifest too): in time per
+step, not as a share of it, since the projected step lacks the compute two ranks slow down on two
+cores, which a one-rank trace cannot show (docs/projection.md, "Validation"); within a factor 1.5,
+short of it, since the one-rank trace lacks FSDP's copy-out after each all-gather too ("Limits").
 """
 
 from __future__ import annotations
@@ -44,9 +47,15 @@ def test_stated_facts_plan_the_fsdp_collectives_of_a_one_rank_run(tmp_path, caps
     )
     capsys.readouterr()
     with duckdb.connect(str(wh / "tracehouse.duckdb"), read_only=True) as c:
-        projected = c.sql("SELECT exposed_comm_frac, notes FROM projections WHERE world_size = 2").fetchall()
-        measured = c.sql("SELECT exposed_comm_frac FROM scale_points WHERE run_id = 'two'").fetchall()
-    [(exposed, notes)] = projected
+        projected = c.sql(
+            "SELECT exposed_comm_frac * step_time_us, notes FROM projections WHERE world_size = 2"
+        ).fetchall()
+        measured = c.sql(
+            "SELECT exposed_comm_frac * step_time_us, exposed_comm_frac FROM scale_points "
+            "WHERE run_id = 'two'"
+        ).fetchall()
+    [(exposed_us, notes)] = projected
     # nothing refused; without a manifest the node's capacity is assumed, and said
     assert notes.startswith("nodes assumed to hold 8 devices: no manifest of the study records node_devices")
-    assert measured[0][0] > 0.1 and abs(exposed - measured[0][0]) < 0.05
+    [(measured_us, measured_frac)] = measured
+    assert measured_frac > 0.1 and measured_us / 1.5 < exposed_us <= measured_us
