@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -186,7 +186,7 @@ def kind_changed(timeline: RunTimeline, kind: str) -> RunGraph:
 
 
 def held_out_checks(
-    workload: list[tuple],
+    workload: list[MeasuredRun],
     facts: RunFacts,
     run: RunGraph,
     scenario: Scenario,
@@ -199,7 +199,7 @@ def held_out_checks(
     replays, gap = projected
     done = {layout.world_size_new: r for layout, r in replays} if scenario == scenario.measurable() else {}
     checks = []
-    for size, (other, step_us) in sorted(matches(workload, facts, scenario.weak_scaling).items()):
+    for size, other in sorted(matches(workload, facts, scenario.weak_scaling).items()):
         layout = layout_for(facts, size, scenario.data_parallel)
         if size == facts.world_size and not layout.changes_kind:
             continue
@@ -207,8 +207,8 @@ def held_out_checks(
             continue
         replayed = done.get(size) or summarize(run, replay(layout))
         if replayed.step_time_us > 0:
-            at = (facts.world_size, size, other)
-            checks.append(Check(facts.study, facts.run_id, *at, replayed.step_time_us, step_us))
+            at = (facts.world_size, size, other.run_id)
+            checks.append(Check(facts.study, facts.run_id, *at, replayed.step_time_us, other.step_time_us))
     return checks
 
 
@@ -409,16 +409,25 @@ def _points(
     return [ProjectedPoint(**row, knee_note=note) for row in rows]
 
 
+class MeasuredRun(NamedTuple):
+    """A measured run of a workload (`same_workload`)."""
+
+    run_id: str
+    world_size: int
+    tokens_per_step: int
+    step_time_us: float
+    tokens_per_s_per_device: float | None
+
+
 def same_workload(
     connection: duckdb.DuckDBPyConnection, facts: RunFacts, kind: str | None = None
-) -> list[tuple]:
+) -> list[MeasuredRun]:
     """The study's other measured runs of the run's workload (same strategy, tp and pp; with
-    data-parallel `kind` where given, `layouts.strategy_as`): run_id, world size, tokens per step,
-    step time (µs) and tokens/s per device."""
+    data-parallel `kind` where given, `layouts.strategy_as`)."""
     strategy = strategy_as(facts.strategy, kind)
     if strategy is None or facts.tokens_per_step is None:
         return []
-    return connection.execute(
+    rows = connection.execute(
         """SELECT r.run_id, r.world_size, r.tokens_per_step, s.step_time_us, s.tokens_per_s_per_device
            FROM runs AS r JOIN scale_points AS s USING (study, run_id)
            WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
@@ -426,39 +435,41 @@ def same_workload(
            ORDER BY r.run_id""",
         [facts.study, facts.run_id, strategy, facts.tp or 1, facts.pp or 1],
     ).fetchall()
+    return [MeasuredRun(*row) for row in rows]
 
 
-def match_at(workload: list[tuple], facts: RunFacts, world_size: int, weak_scaling: bool) -> tuple | None:
+def match_at(
+    workload: list[MeasuredRun], facts: RunFacts, world_size: int, weak_scaling: bool
+) -> MeasuredRun | None:
     """The measured run of `same_workload` at a world size with the tokens per step the projection
     assumes there (the run's own under strong scaling, grown with the data-parallel degree under
     weak scaling); the first by run id, or None."""
     layout = layout_for(facts, facts.world_size)
     grow = (world_size // layout.model_parallel) / layout.dp if weak_scaling else 1.0
     tokens = round((facts.tokens_per_step or 0) * grow)
-    return next((r for r in workload if r[1] == world_size and r[2] == tokens), None)
+    return next((r for r in workload if r.world_size == world_size and r.tokens_per_step == tokens), None)
 
 
-def matches(workload: list[tuple], facts: RunFacts, weak_scaling: bool) -> dict[int, tuple[str, float]]:
-    """Every world size `match_at` finds a measured run at: world size -> (run id, step time µs)."""
-    sizes = {r[1] for r in workload if r[1] % ((facts.tp or 1) * (facts.pp or 1)) == 0}
+def matches(workload: list[MeasuredRun], facts: RunFacts, weak_scaling: bool) -> dict[int, MeasuredRun]:
+    """Every world size `match_at` finds a measured run at, with that run."""
+    sizes = {r.world_size for r in workload if r.world_size % ((facts.tp or 1) * (facts.pp or 1)) == 0}
     found = (match_at(workload, facts, size, weak_scaling) for size in sizes)
-    return {r[1]: (r[0], r[3]) for r in found if r is not None}
+    return {r.world_size: r for r in found if r is not None}
 
 
 def with_measured(
-    workload: list[tuple], facts: RunFacts, points: list[ProjectedPoint], weak_scaling: bool
+    workload: list[MeasuredRun], facts: RunFacts, points: list[ProjectedPoint], weak_scaling: bool
 ) -> list[ProjectedPoint]:
     """Each point beside the study's measured run of the same workload at its world size (`match_at`)."""
     out = []
     for p in points:
         match = match_at(workload, facts, p.world_size, weak_scaling) if workload else None
         if p.measured_run_id is None and match is not None:
-            run, _, _, step_us, per_device = match
             p = replace(
                 p,
-                measured_run_id=run,
-                measured_step_time_us=step_us,
-                measured_tokens_per_s_per_device=per_device,
+                measured_run_id=match.run_id,
+                measured_step_time_us=match.step_time_us,
+                measured_tokens_per_s_per_device=match.tokens_per_s_per_device,
             )
         out.append(p)
     return out

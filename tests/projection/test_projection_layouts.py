@@ -100,6 +100,7 @@ def test_the_layout_error_is_the_worst_change_of_kind_at_the_run_s_own_size() ->
     assert widened.factor(8, 2, 0.01) == band.factor(8, 2, 0.01) == pytest.approx(math.exp(0.21))
     default = with_layout_error(band, [checks[2]])
     assert default.layout_error == DEFAULT_LAYOUT_ERROR and default.layout_basis.startswith("default")
+    assert math.log(65.77 / 47.99) == pytest.approx(DEFAULT_LAYOUT_ERROR, abs=1e-3)  # docs/projection.md
 
 
 @pytest.mark.parametrize(
