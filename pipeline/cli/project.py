@@ -14,7 +14,7 @@ from tracehouse.pipeline.common.errors import TracehouseError
 
 if TYPE_CHECKING:
     from tracehouse.pipeline.projection.project import RunProjection
-    from tracehouse.pipeline.projection.results import ProjectedPoint
+    from tracehouse.pipeline.projection.results import ProjectedPoint, Projections
     from tracehouse.pipeline.projection.search import Ranking
 
 
@@ -198,7 +198,7 @@ def handle(args: argparse.Namespace) -> int:
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
-    rankings = [results.ranking(n) for n in sizes] if args.search else []
+    rankings = [searched(results, args, scenario, network).ranking(n) for n in sizes] if args.search else []
     if args.json:
         runs = [to_json(r) for r in results]
         shown = {"projections": runs, "search": [r.to_dict() for r in rankings]} if args.search else runs
@@ -217,6 +217,29 @@ def handle(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if results.failed else 0
+
+
+def searched(results: Projections, args: argparse.Namespace, scenario, network) -> Projections:
+    """What --search ranks: the runs as measured and, without --layout, each run as the other
+    data-parallel kind where it can be projected so (the reason where not, in the ranking only)."""
+    from tracehouse.pipeline.projection.project import project_other_kinds
+    from tracehouse.pipeline.projection.results import Projections
+
+    if args.layout is not None:
+        return results
+    others = project_other_kinds(
+        args.warehouse,
+        study=args.study,
+        world_sizes=args.world_sizes,
+        scenario=scenario,
+        scenario_name=args.scenario,
+        network_file=network,
+        devices_per_node=args.devices_per_node,
+        progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
+    )
+    both = Projections([*results, *others], failed={**results.failed, **others.failed})
+    both.power_w = {**others.power_w, **results.power_w}
+    return both
 
 
 def to_json(result: RunProjection) -> dict:

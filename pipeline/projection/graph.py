@@ -132,8 +132,13 @@ class GraphBuilder:
         )
 
 
+class GraphCycleError(RuntimeError):
+    """The graph has a cycle: a tracehouse bug in a measured run's graph; in one with planned
+    collectives, a plan whose order on some rank contradicts the measured collectives'."""
+
+
 def topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Kahn's algorithm, ties by node id; a cycle is a tracehouse bug (raised)."""
+    """Kahn's algorithm, ties by node id; a cycle is a GraphCycleError."""
     indegree = np.bincount(dst, minlength=n)
     out_order = np.argsort(src, kind="stable")
     out_offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))])
@@ -149,7 +154,7 @@ def topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
             if indegree[target] == 0:
                 ready.append(target)
     if len(order) != n:
-        raise RuntimeError(f"replay graph has a cycle ({n - len(order)} nodes on it)")
+        raise GraphCycleError(f"replay graph has a cycle ({n - len(order)} nodes on it)")
     return np.array(order, dtype=np.int64)
 
 

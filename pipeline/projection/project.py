@@ -32,6 +32,7 @@ from tracehouse.pipeline.projection.band import (
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
+from tracehouse.pipeline.projection.graph import GraphCycleError
 from tracehouse.pipeline.projection.interference import (
     FitSamples,
     Interference,
@@ -43,7 +44,7 @@ from tracehouse.pipeline.projection.interference import (
     stored_fits,
     unfitted,
 )
-from tracehouse.pipeline.projection.layouts import layout_text, strategy_as
+from tracehouse.pipeline.projection.layouts import data_parallel_kind, layout_text, strategy_as
 from tracehouse.pipeline.projection.memory import device_capacity, measured_peak, with_memory
 from tracehouse.pipeline.projection.network import (
     LINK_SOURCES,
@@ -68,7 +69,7 @@ from tracehouse.pipeline.projection.scenario import (
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
-from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline
+from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, run_facts
 from tracehouse.pipeline.projection.unknowns import (
     batch_flag,
     data_parallel_gap,
@@ -118,7 +119,7 @@ def project_run(
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     facts = timeline.facts
     kind = scenario.data_parallel
-    if layout_for(facts, facts.world_size, kind).changes_kind:
+    if changes_kind(facts, kind):
         run = kind_changed(timeline, kind)
     identity = identity_check(run, timeline.measured_windows())
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
@@ -156,7 +157,10 @@ def project_run(
         return scenario_times(run_id, run, layout, scenario.measurable(), network, hosts, interference)
 
     checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
-    return RunProjection(facts, identity, points, notes=notes, refused=refused, checks=checks)
+    changed = kind if changes_kind(facts, kind) else None
+    return RunProjection(
+        facts, identity, points, notes=notes, refused=refused, checks=checks, as_kind=changed
+    )
 
 
 def kind_changed(timeline: RunTimeline, kind: str) -> RunGraph:
@@ -175,7 +179,19 @@ def kind_changed(timeline: RunTimeline, kind: str) -> RunGraph:
             f"{name}: a change of data-parallel kind ({facts.strategy} as {kind}) is planned on CPU (gloo) "
             "ranks only, not yet on GPU ranks"
         )
-    run = build_run_graph(timeline, kind)
+    if (facts.pp or 1) > 1:
+        raise TracehouseError(
+            f"{name}: a pipeline-parallel run's parameters per stage are unknown, so its data-parallel "
+            f"collectives as {kind} cannot be planned"
+        )
+    try:
+        run = build_run_graph(timeline, kind)
+    except GraphCycleError:
+        raise TracehouseError(
+            f"{name}: its {kind} collectives, planned by work, would be awaited on some rank in another "
+            "order than its measured collectives (a cycle in the replay graph); a run with tensor-parallel "
+            "collectives between them cannot be projected as the other kind yet"
+        ) from None
     if not run.planned.any():
         needs = "n_params" if kind == "ddp" else "fsdp_units or a reference model_config"
         raise TracehouseError(
@@ -216,10 +232,10 @@ def with_band(projection: RunProjection, band: Band, kind: str | None = None) ->
     """The run's points with their error band (band.py) and its part of the provenance; `kind`:
     the data-parallel kind projected (widening the band where it is not the run's)."""
     replay_error = projection.identity.max_error
-    changes_kind = layout_for(projection.facts, projection.facts.world_size, kind).changes_kind
+    changed = changes_kind(projection.facts, kind)
     points = []
     for p in projection.points:
-        factor = band.factor(p.world_size, p.measured_world_size, replay_error, changes_kind)
+        factor = band.factor(p.world_size, p.measured_world_size, replay_error, changed)
         rests_on = json.dumps({**json.loads(p.provenance or "{}"), "band": band.summary()}, sort_keys=True)
         points.append(
             replace(
@@ -513,13 +529,15 @@ def project_study(
     devices_per_node: int | None = None,
     progress: Callable[[str], None] | None = None,
     model_parallel: tuple[int, int] | None = None,
+    changes_only: bool = False,
 ) -> Projections:
     """Project one run, or every run of the study, and store the points in `projections`, and
     each run's critical paths of its measured replay (critical_path_segments, op_slack_rows). One
     run that cannot be projected is a TracehouseError; across a study, each such run is left out
     and listed in the result's `failed` with its reason, and the others are projected.
     `model_parallel`: the (tp, pp) a layout asks for; a run measured with others is not projected
-    (a change of tensor or pipeline parallelism is not projected yet)."""
+    (a change of tensor or pipeline parallelism is not projected yet). `changes_only`: project only
+    the runs whose data-parallel kind the scenario changes (the others are left out, not failed)."""
     from tracehouse.pipeline.warehouse.database import connect
     from tracehouse.pipeline.warehouse.reading import open_reader
 
@@ -539,6 +557,8 @@ def project_study(
         if fits is None:
             fits = fit_study(connection, study, per_node, progress)
         for run in runs:
+            if changes_only and not changes_kind(run_facts(connection, study, run), scenario.data_parallel):
+                continue  # the caller projects it as measured
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
@@ -583,6 +603,33 @@ def project_study(
             with transaction(connection):
                 store_fits(connection, study, fits)
     return results
+
+
+def project_other_kinds(
+    warehouse_dir: Path, *, scenario: Scenario, scenario_name: str | None, **options: Any
+) -> Projections:
+    """Every run of the study projected as the other data-parallel kind (DDP runs as FSDP, FSDP
+    runs as DDP), as `project_study` with `options` would project them as measured: what
+    `--search` ranks beside them. Each kind's points are stored under the scenario's name with
+    `+as-<kind>` (the scenario's own short name when none is given); a run that cannot be projected
+    so is in `failed`, as "<run> as <kind>"."""
+    out = Projections()
+    for kind in ("ddp", "fsdp"):
+        as_kind = replace(scenario, data_parallel=kind)
+        own = as_kind.short_name(options.get("network_file"))
+        name = f"{scenario_name}+as-{kind}" if scenario_name else own
+        found = project_study(
+            warehouse_dir, run_id=None, scenario=as_kind, scenario_name=name, changes_only=True, **options
+        )
+        out.extend(found)
+        out.failed.update({f"{run} as {kind}": why for run, why in found.failed.items()})
+        out.power_w.update(found.power_w)
+    return out
+
+
+def changes_kind(facts: RunFacts, kind: str | None) -> bool:
+    """Whether projecting the run with data-parallel `kind` changes its kind."""
+    return kind is not None and kind != data_parallel_kind(facts.strategy)
 
 
 def same_split(facts: RunFacts, model_parallel: tuple[int, int] | None) -> None:

@@ -117,6 +117,12 @@ class RunProjection:
     notes: list[str] = field(default_factory=list)  # what the projection leaves out, in words
     refused: dict[int, str] = field(default_factory=dict)  # world size -> why not projected
     checks: list[Check] = field(default_factory=list)  # against the study's other measured runs (band.py)
+    as_kind: str | None = None  # "ddp" or "fsdp" where projected as the other data-parallel kind
+
+    @property
+    def label(self) -> str:
+        """The run, and the kind it was projected as where that is not its own ("ddp-ws2 as fsdp")."""
+        return self.facts.run_id if self.as_kind is None else f"{self.facts.run_id} as {self.as_kind}"
 
     @property
     def knee(self) -> int | None:

@@ -25,7 +25,7 @@ import polars as pl
 
 class ProjectedRuns(Protocol):
     """What the ranking reads of `results.Projections` (which imports this module): its runs
-    (`RunProjection`: facts, points, refused) and the runs that could not be projected."""
+    (`RunProjection`: facts, points, refused, label) and the runs that could not be projected."""
 
     failed: dict[str, str]
 
@@ -119,13 +119,13 @@ def rank_layouts(projections: ProjectedRuns, world_size: int, power_w: dict[str,
         f = run.facts
         point = next((p for p in run.points if p.world_size == world_size), None)
         if point is None:
-            left_out[f.run_id] = (
+            left_out[run.label] = (
                 f"not projected at {world_size}: {run.refused.get(world_size, 'see its notes')}"
             )
         elif point.flag is not None:
-            left_out[f.run_id] = f"no runnable configuration: {point.flag}"
+            left_out[run.label] = f"no runnable configuration: {point.flag}"
         elif not point.tokens_per_s:
-            left_out[f.run_id] = "no throughput: its manifest gives no tokens per step"
+            left_out[run.label] = "no throughput: its manifest gives no tokens per step"
         else:
             factor = (point.step_time_high_us or point.step_time_us) / point.step_time_us
             watts = power_w.get(f.run_id)
@@ -144,5 +144,5 @@ def rank_layouts(projections: ProjectedRuns, world_size: int, power_w: dict[str,
                     memory_capacity_bytes=point.memory_capacity_bytes,
                 )
             )
-    candidates.sort(key=lambda c: (-c.tokens_per_s, -(c.tokens_per_j or 0.0), c.run_id))
+    candidates.sort(key=lambda c: (-c.tokens_per_s, -(c.tokens_per_j or 0.0), c.run_id, c.layout))
     return Ranking(world_size, candidates, dict(sorted(left_out.items())))

@@ -342,7 +342,7 @@ def headline_sentence(con: duckdb.DuckDBPyConnection, study: str, strategy: str 
 
 RANKED = """
 SELECT p.run_id, coalesce(r.strategy, 'unspecified') AS strategy, coalesce(r.tp, 1) AS tp,
-       coalesce(r.pp, 1) AS pp, p.world_size, p.tokens_per_s,
+       coalesce(r.pp, 1) AS pp, p.layout, p.world_size, p.tokens_per_s,
        p.step_time_high_us / p.step_time_us AS band_factor, p.flag
 FROM projections p JOIN runs r USING (study, run_id)
 WHERE p.study = $1 AND p.scenario = $2 AND p.world_size > p.measured_world_size
@@ -375,10 +375,10 @@ def ranking_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
     named = []
     for i, r in enumerate(ranked.head(RANKED_SHOWN).iter_rows(named=True), 1):
         dp = size // (r["tp"] * r["pp"])
-        degrees = " ".join([f"dp={dp}", *(f"{k}={r[k]}" for k in ("tp", "pp") if r[k] > 1)])
+        layout = r["layout"] or " ".join([f"dp={dp}", *(f"{k}={r[k]}" for k in ("tp", "pp") if r[k] > 1)])
         tokens, factor = r["tokens_per_s"], r["band_factor"]  # factor NULL: stored before the band
         band = "" if factor is None else f" (band {_tokens(tokens / factor)} to {_tokens(tokens * factor)})"
-        named.append(f"{i}. {r['run_id']} ({r['strategy']} {degrees}) {_tokens(tokens)} tokens/s{band}")
+        named.append(f"{i}. {r['run_id']} ({r['strategy']} {layout}) {_tokens(tokens)} tokens/s{band}")
     more = ranked.height - len(named)
     text = f"At {size:,} devices ({scenario}), the study's layouts rank by projected tokens/s: " + "; ".join(
         named

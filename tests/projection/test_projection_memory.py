@@ -83,33 +83,37 @@ def test_layouts_that_do_not_fit_are_flagged_and_never_ranked(sample_warehouse: 
     shown = json.loads(capsys.readouterr().out)
     rows = query(
         warehouse,
-        "SELECT p.run_id, p.memory_bytes, p.memory_capacity_bytes, p.flag, r.n_params, r.strategy, r.dp "
-        "FROM projections p JOIN runs r USING (study, run_id) WHERE p.world_size = 8 ORDER BY 1",
+        "SELECT p.run_id, p.layout, p.memory_bytes, p.memory_capacity_bytes, p.flag, r.n_params, r.strategy "
+        "FROM projections p JOIN runs r USING (study, run_id) WHERE p.world_size = 8 ORDER BY 1, 2",
     )
-    assert rows
-    for run, need, capacity, flag, n_params, strategy, _ in rows:
+    assert {layout.split("=")[0] for _, layout, *_ in rows} == {"dp", "fsdp"}  # each run as both kinds
+    labels = {}
+    for run, layout, need, capacity, flag, n_params, strategy in rows:
         assert capacity == 5e6
-        # fp32 parameters and gradients and AdamW's two moments: 16 B a parameter, sharded by FSDP
-        # (over 8 ranks; fsdp_tp over 4 data-parallel ranks of 2-way tensor-parallel halves), which
-        # also holds its largest unit whole while it computes (the root: embedding, norm, output)
-        tp = 2 if strategy == "fsdp_tp" else 1
+        # fp32 parameters and gradients and AdamW's two moments: 16 B a parameter, split by tp and,
+        # as FSDP (fsdp=N), sharded over the N data-parallel ranks, which also hold the largest unit
+        # whole while it computes (the root: embedding, norm, output), whatever the run measured
+        tp = 2 if "tp=2" in layout else 1
+        sharded = layout.startswith("fsdp=")
         largest = max(fsdp_unit_params(get_model_config("tiny")).values())
-        whole_unit = 0 if strategy == "ddp" else 4 * largest // tp
-        assert need == pytest.approx(16 * n_params / (1 if strategy == "ddp" else 8) + whole_unit), run
-        assert (flag is not None and flag.startswith("does not fit: needs 10.1 MB per device")) == (
-            need > 5e6
-        )
+        whole_unit = 4 * largest // tp if sharded else 0
+        expected = 16 * n_params / tp / (8 // tp if sharded else 1) + whole_unit
+        assert need == pytest.approx(expected), (run, layout)
+        assert (flag is not None and flag.startswith("does not fit: needs")) == (need > 5e6), (run, layout)
+        own = sharded == strategy.startswith("fsdp")
+        labels[(run, layout)] = run if own else f"{run} as {'fsdp' if sharded else 'ddp'}"
     (search,) = shown["search"]
-    ranked = {c["run_id"] for c in search["candidates"]}
-    assert ranked == {run for run, need, *_ in rows if need <= 5e6} and ranked
-    assert all("does not fit" in search["left_out"][run] for run, need, *_ in rows if need > 5e6)
+    ranked = {(c["run_id"], c["layout"]) for c in search["candidates"]}
+    assert ranked == {(run, layout) for run, layout, need, *_ in rows if need <= 5e6} and ranked
+    too_big = [labels[(run, layout)] for run, layout, need, *_ in rows if need > 5e6]
+    assert too_big and all("does not fit" in search["left_out"][label] for label in too_big)
     assert search["memory"].startswith("memory fit unchecked") is False
     con = open_warehouse(warehouse)
     try:
         sentence = charts_projection.ranking_sentence(con, STUDY)
     finally:
         con.close()
-    unfit = sorted(run for run, need, *_ in rows if need > 5e6)
+    unfit = sorted(label for label in too_big if " as " not in label)  # the sentence's scenario: as measured
     assert sentence.endswith(f" Not ranked, too large for the device's memory: {', '.join(unfit)}.")
     text = json.loads(
         query(warehouse, "SELECT provenance FROM projections WHERE run_id = 'ddp-ws2' LIMIT 1")[0][0]
