@@ -374,11 +374,12 @@ def ranking_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
     ranked = runnable.filter(pl.col("world_size") == size)
     named = []
     for i, r in enumerate(ranked.head(RANKED_SHOWN).iter_rows(named=True), 1):
-        dp = size // (r["tp"] * r["pp"])
-        layout = r["layout"] or " ".join([f"dp={dp}", *(f"{k}={r[k]}" for k in ("tp", "pp") if r[k] > 1)])
+        dp = size // (r["tp"] * r["pp"])  # rows stored before `layout`: the strategy and its degrees
+        degrees = " ".join([r["strategy"], f"dp={dp}", *(f"{k}={r[k]}" for k in ("tp", "pp") if r[k] > 1)])
+        layout = r["layout"] or degrees
         tokens, factor = r["tokens_per_s"], r["band_factor"]  # factor NULL: stored before the band
         band = "" if factor is None else f" (band {_tokens(tokens / factor)} to {_tokens(tokens * factor)})"
-        named.append(f"{i}. {r['run_id']} ({r['strategy']} {layout}) {_tokens(tokens)} tokens/s{band}")
+        named.append(f"{i}. {r['run_id']} ({layout}) {_tokens(tokens)} tokens/s{band}")
     more = ranked.height - len(named)
     text = f"At {size:,} devices ({scenario}), the study's layouts rank by projected tokens/s: " + "; ".join(
         named
