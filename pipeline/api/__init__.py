@@ -126,18 +126,23 @@ def project(
     device_memory_gb: float | None = None,
     bucket_mb: float | None = None,
     scenario: str | None = None,
+    other_kinds: bool = False,
 ) -> list[RunProjection]:
     """Replay the study's runs (or one) and project them to each world size, as `tracehouse project`:
     the points are stored in the warehouse's `projections` table and returned with each run's
     identity check (docs/projection.md). `layout` ("fsdp=64", or several of one family) stands for
     the world sizes, as `--layout` does. `scenario` names the points (default: from what changes).
+    `other_kinds`: every run also projected as the other data-parallel kind (DDP as FSDP, FSDP as
+    DDP), as `--search` does; `.ranking(N)` of the result then ranks both.
     Across a study, a run that cannot be projected is left out and named with its reason in the
     result's `failed`; the result shows as tables in a notebook and `.pl()` gives its points."""
     from tracehouse.pipeline.projection.layouts import layout_family, parse_layout
     from tracehouse.pipeline.projection.network import network_path
-    from tracehouse.pipeline.projection.project import project_study
+    from tracehouse.pipeline.projection.project import project_study, with_other_kinds
     from tracehouse.pipeline.projection.scenario import Scenario
 
+    if other_kinds and (run is not None or layout is not None):
+        raise TracehouseError("other_kinds projects every run as both kinds: leave out run and layout")
     sizes, kind, model_parallel = list(world_sizes), None, None
     if layout is not None:
         if sizes:
@@ -164,7 +169,7 @@ def project(
         bucket_bytes=None if bucket_mb is None else bucket_mb * 1e6,
     )
     network_file = network_path(network) if network is not None else None
-    return project_study(
+    results = project_study(
         Path(warehouse),
         study=study,
         run_id=run,
@@ -172,6 +177,18 @@ def project(
         scenario=changes,
         model_parallel=model_parallel,
         scenario_name=scenario or changes.short_name(network_file),
+        network_file=network_file,
+        devices_per_node=devices_per_node,
+    )
+    if not other_kinds:
+        return results
+    return with_other_kinds(
+        results,
+        Path(warehouse),
+        study=study,
+        world_sizes=sizes,
+        scenario=changes,
+        scenario_name=scenario,
         network_file=network_file,
         devices_per_node=devices_per_node,
     )

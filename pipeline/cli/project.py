@@ -222,12 +222,12 @@ def handle(args: argparse.Namespace) -> int:
 def searched(results: Projections, args: argparse.Namespace, scenario, network) -> Projections:
     """What --search ranks: the runs as measured and, without --layout, each run as the other
     data-parallel kind where it can be projected so (the reason where not, in the ranking only)."""
-    from tracehouse.pipeline.projection.project import project_other_kinds
-    from tracehouse.pipeline.projection.results import Projections
+    from tracehouse.pipeline.projection.project import with_other_kinds
 
     if args.layout is not None:
         return results
-    others = project_other_kinds(
+    return with_other_kinds(
+        results,
         args.warehouse,
         study=args.study,
         world_sizes=args.world_sizes,
@@ -237,9 +237,6 @@ def searched(results: Projections, args: argparse.Namespace, scenario, network) 
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
-    both = Projections([*results, *others], failed={**results.failed, **others.failed})
-    both.power_w = {**others.power_w, **results.power_w}
-    return both
 
 
 def to_json(result: RunProjection) -> dict:

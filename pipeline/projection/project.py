@@ -605,15 +605,20 @@ def project_study(
     return results
 
 
-def project_other_kinds(
-    warehouse_dir: Path, *, scenario: Scenario, scenario_name: str | None, **options: Any
+def with_other_kinds(
+    results: Projections,
+    warehouse_dir: Path,
+    *,
+    scenario: Scenario,
+    scenario_name: str | None,
+    **options: Any,
 ) -> Projections:
-    """Every run of the study projected as the other data-parallel kind (DDP runs as FSDP, FSDP
-    runs as DDP), as `project_study` with `options` would project them as measured: what
-    `--search` ranks beside them. Each kind's points are stored under the scenario's name with
-    `+as-<kind>` (the scenario's own short name when none is given); a run that cannot be projected
-    so is in `failed`, as "<run> as <kind>"."""
-    out = Projections()
+    """`results` (a study projected as measured) and every run of the study projected as the other
+    data-parallel kind (DDP runs as FSDP, FSDP runs as DDP), as `project_study` with `options`
+    projected them: what `--search` ranks. Each kind's points are stored under the scenario's name
+    with `+as-<kind>` (the scenario's own short name when none is given); a run that cannot be
+    projected so is in `failed`, as "<run> as <kind>"."""
+    out = Projections(results, failed=results.failed)
     for kind in ("ddp", "fsdp"):
         as_kind = replace(scenario, data_parallel=kind)
         own = as_kind.short_name(options.get("network_file"))
@@ -624,6 +629,8 @@ def project_other_kinds(
         out.extend(found)
         out.failed.update({f"{run} as {kind}": why for run, why in found.failed.items()})
         out.power_w.update(found.power_w)
+    out.power_w.update(results.power_w)
+    out.interference, out.band = results.interference, results.band
     return out
 
 

@@ -235,3 +235,23 @@ def test_fsdp_s_own_host_work_is_gone_when_it_is_projected_as_ddp(sample_warehou
     assert (as_ddp[step] == as_fsdp[step]).all()
     optimizer = run.graph.phase == Phase.OPTIMIZER
     assert as_ddp[optimizer] == pytest.approx(2 * as_fsdp[optimizer] - run.graph.fixed[optimizer])
+
+
+def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
+    sample_warehouse: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    both = tracehouse.project(warehouse, study=STUDY, world_sizes=[8], other_kinds=True)
+    labels = {r.label for r in both}
+    assert {"ddp-ws2", "ddp-ws2 as fsdp", "fsdp-ws2", "fsdp-ws2 as ddp"} <= labels
+    assert both.failed == {
+        "pp-ws2 as fsdp": both.failed["pp-ws2 as fsdp"],
+        "tp-ws2 as fsdp": both.failed["tp-ws2 as fsdp"],
+    }
+    ranking = both.ranking(8)
+    assert {(c.run_id, c.layout) for c in ranking.candidates} >= {("ddp-ws2", "dp=8"), ("ddp-ws2", "fsdp=8")}
+    scenarios = query(warehouse, "SELECT DISTINCT scenario FROM projections ORDER BY 1")
+    assert scenarios == [("as-ddp",), ("as-fsdp",), ("baseline",)]
+    with pytest.raises(TracehouseError, match="leave out run and layout"):
+        tracehouse.project(warehouse, study=STUDY, run="ddp-ws2", world_sizes=[8], other_kinds=True)
