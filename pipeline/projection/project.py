@@ -586,17 +586,19 @@ def project_study(
                     raise
                 results.failed[run] = str(exc).splitlines()[0]
         results.interference = list(fits.values())
-    projected = {r.facts.run_id for r in results}
-    checks = [c for r in results for c in r.checks]
-    kind = scenario.data_parallel
-    if kind is None:  # the checks of the runs as measured: stored, each run's replacing its earlier ones
-        results.band = study_band([*(c for c in stored_checks if c.run_id not in projected), *checks])
-    else:  # as the other kind: this call's checks widen the band, the stored ones stay
-        results.band = with_layout_error(study_band([*stored_checks, *checks]), checks)
-    results[:] = [with_band(r, results.band, kind) for r in results]
+    # The checks of the runs as measured are stored, each run's replacing its earlier ones, and set the
+    # rate; those of runs as the other kind are not stored (they would replace the run's own) and set
+    # the band's layout error.
+    projected = {r.facts.run_id for r in results if r.as_kind is None}
+    checks = [c for r in results if r.as_kind is None for c in r.checks]
+    results.band = study_band([*(c for c in stored_checks if c.run_id not in projected), *checks])
+    if any(r.as_kind is not None for r in results):
+        swapped = [c for r in results if r.as_kind is not None for c in r.checks]
+        results.band = with_layout_error(results.band, swapped)
+    results[:] = [with_band(r, results.band, scenario.data_parallel) for r in results]
     with connect(warehouse_dir) as connection:
         with transaction(connection):
-            store_checks(connection, study, projected if kind is None else (), checks if kind is None else [])
+            store_checks(connection, study, projected, checks)
         store_projections(connection, results)
         store_paths(connection, study, paths)
         if fitting:

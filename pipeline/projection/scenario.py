@@ -31,7 +31,7 @@ from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.buckets import regrouped, step_groups
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.graph import Cost, Phase
-from tracehouse.pipeline.projection.layouts import data_parallel_kind, layout_text
+from tracehouse.pipeline.projection.layouts import data_parallel_kind
 from tracehouse.pipeline.projection.network import Link, NetworkModel, Placement, packed_hosts, place_group
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
 
@@ -202,11 +202,6 @@ class Layout:
     @property
     def measured_sharded(self) -> bool:
         return data_parallel_kind(self.strategy) == "fsdp"
-
-    def text(self) -> str:
-        """The projected layout as `--layout` writes it (layouts.layout_text); tp x pp is one
-        model-parallel degree here, written as tp when the run's split is unknown."""
-        return layout_text(self.kind, self.dp_new, self.model_parallel)
 
 
 def layout_at_measured(layout: Layout) -> Layout:
