@@ -169,26 +169,20 @@ def project(
         bucket_bytes=None if bucket_mb is None else bucket_mb * 1e6,
     )
     network_file = network_path(network) if network is not None else None
+    where = {
+        "study": study,
+        "world_sizes": sizes,
+        "network_file": network_file,
+        "devices_per_node": devices_per_node,
+    }
     results = project_study(
         Path(warehouse),
-        study=study,
         run_id=run,
-        world_sizes=sizes,
         scenario=changes,
         model_parallel=model_parallel,
         scenario_name=scenario or changes.short_name(network_file),
-        network_file=network_file,
-        devices_per_node=devices_per_node,
+        **where,
     )
     if not other_kinds:
         return results
-    return with_other_kinds(
-        results,
-        Path(warehouse),
-        study=study,
-        world_sizes=sizes,
-        scenario=changes,
-        scenario_name=scenario,
-        network_file=network_file,
-        devices_per_node=devices_per_node,
-    )
+    return with_other_kinds(results, Path(warehouse), scenario=changes, scenario_name=scenario, **where)
