@@ -9,7 +9,7 @@ from bisect import bisect_left, bisect_right
 import polars as pl
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
 from tracehouse.pipeline.projection.graph import Cost, Phase, Segment
-from tracehouse.pipeline.projection.synthetic import Synthetic, data_parallel_ranks, planned_collectives
+from tracehouse.pipeline.projection.synthetic import Synthetic, planned_collectives
 
 # A main-thread piece that ends at most this long after a communication span ended waited for it.
 CPU_WAIT_NS = 200_000
@@ -136,7 +136,7 @@ def _add_synthetic(
             "op": item.op,
             "bytes": item.bytes,
             "dtype": ctx.timeline.facts.dtype,
-            "group_size": data_parallel_ranks(ctx.timeline.facts),
+            "group_size": ctx.timeline.facts.data_parallel,
             "parallel_dim": "dp",
         }
         i = ctx.instances.add(("synthetic", *item.key), row)

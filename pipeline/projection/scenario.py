@@ -213,7 +213,7 @@ def layout_for(facts: RunFacts, world_size: int, kind: str | None = None) -> Lay
     """The projected layout: the world grows along data parallelism only, of data-parallel
     `kind` (None: the run's own)."""
     tp, pp = facts.tp or 1, facts.pp or 1
-    dp = facts.dp or max(1, facts.world_size // (tp * pp))
+    dp = facts.data_parallel
     if world_size % (tp * pp):
         raise TracehouseError(
             f"world size {world_size} is not a multiple of the run's tp x pp = {tp * pp} "

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import polars as pl
 from tracehouse.pipeline.projection.layouts import data_parallel_kind
-from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, DTYPE_BYTES, RunFacts, RunTimeline
+from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, DTYPE_BYTES, RunTimeline
 
 DDP_FIRST_BUCKET_BYTES = 1 << 20
 DDP_BUCKET_BYTES = 25 << 20
@@ -61,7 +61,7 @@ def planned_collectives(
     and issues none (none otherwise)."""
     f = t.facts
     if kind is None or kind == data_parallel_kind(f.strategy):
-        if data_parallel_ranks(f) != 1 or spans["parallel_dim"].is_in(DATA_PARALLEL_DIMS).any():
+        if f.data_parallel != 1 or spans["parallel_dim"].is_in(DATA_PARALLEL_DIMS).any():
             return []
         kind = "ddp" if f.strategy == "ddp" else "fsdp" if (f.strategy or "").startswith("fsdp") else None
     width = DTYPE_BYTES.get(f.dtype or "fp32")
@@ -76,11 +76,6 @@ def planned_collectives(
             return _fsdp_by_work(t, rank, segments, steps, units)
         return _fsdp_collectives(t, rank, steps, units)
     return []
-
-
-def data_parallel_ranks(f: RunFacts) -> int:
-    """The run's data-parallel degree (its manifest's dp, else world size / (tp x pp))."""
-    return f.dp or max(1, f.world_size // ((f.tp or 1) * (f.pp or 1)))
 
 
 def _backward_spans(t: RunTimeline, rank: int, steps: pl.DataFrame) -> list[tuple[int, int, int]]:

@@ -158,6 +158,11 @@ class RunFacts:
     fsdp_units: dict[str, int]  # FSDP unit ("" the root) -> parameters (`manifest_units`)
     device_name: str | None = None  # as the manifest or the traces name it (hardware tables)
 
+    @property
+    def data_parallel(self) -> int:
+        """The data-parallel degree: the manifest's dp, else world size / (tp x pp)."""
+        return self.dp or max(1, self.world_size // ((self.tp or 1) * (self.pp or 1)))
+
 
 @dataclass(frozen=True)
 class RunTimeline:
