@@ -13,8 +13,9 @@
    description (weak scaling: the sample's global batch of 8 sequences has no runnable
    configuration at 512 devices under strong scaling).
 6. A change of data-parallel kind (`--layout`): each sample DDP run projected as FSDP and each
-   FSDP run as DDP at 1, 2 and 4 devices, against the run of that kind measured there, with the
-   breakdown's components.
+   FSDP run as DDP at 1, 2 and 4 devices, and the tensor-parallel runs (tp=2) as the other kind at
+   data-parallel degrees 1 and 2, against the run of that kind measured there, with the breakdown's
+   components.
 
 Usage: python benchmarks/projection.py [--dir /tmp/projbench] [--skip-collect]
 """
@@ -217,11 +218,16 @@ def layout_change(root: Path) -> None:
     study = ["--warehouse", str(warehouse), "--study", "tiny-cpu-gloo"]
     print("\n6. a change of data-parallel kind (--layout) against the run of that kind measured there")
     print(
-        f"   {'run':<9} {'as':<7} {'measured by':<11} {'proj ms':>8} {'meas ms':>8} {'error':>8}"
+        f"   {'run':<15} {'as':<11} {'measured by':<15} {'proj ms':>8} {'meas ms':>8} {'error':>8}"
         "   components: compute / exposed / other / idle, % of the step (error in points)"
     )
-    for run, kind in (("ddp-ws1", "fsdp"), ("ddp-ws2", "fsdp"), ("fsdp-ws1", "dp"), ("fsdp-ws2", "dp")):
-        tracehouse("project", *study, "--run", run, "--layout", *(f"{kind}={n}" for n in (1, 2, 4)))
+    changes = [(run, kind, "", (1, 2, 4)) for run, kind in (("ddp-ws1", "fsdp"), ("ddp-ws2", "fsdp"))]
+    changes += [(run, "dp", "", (1, 2, 4)) for run in ("fsdp-ws1", "fsdp-ws2")]
+    # tensor-parallel runs (tp=2) as the other kind: against the 2-rank tp-ws2 and the 4-rank
+    # fsdp_tp-ws4-tp2 (4 ranks on 2 cores: oversubscribed, its step time shows structure, not speed)
+    changes += [("tp-ws2", "fsdp", ",tp=2", (1, 2)), ("fsdp_tp-ws4-tp2", "dp", ",tp=2", (1, 2))]
+    for run, kind, tp, degrees in changes:
+        tracehouse("project", *study, "--run", run, "--layout", *(f"{kind}={n}{tp}" for n in degrees))
         with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
             rows = con.execute(
                 """SELECT p.layout, p.measured_run_id, p.step_time_us / 1e3, p.measured_step_time_us / 1e3,
@@ -238,7 +244,7 @@ def layout_change(root: Path) -> None:
             )
             error = 100 * (projected / measured - 1)
             print(
-                f"   {run:<9} {layout:<7} {other:<11} {projected:8.2f} {measured:8.2f} {error:+7.1f}%"
+                f"   {run:<15} {layout:<11} {other:<15} {projected:8.2f} {measured:8.2f} {error:+7.1f}%"
                 f"   {parts}"
             )
 

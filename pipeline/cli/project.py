@@ -198,7 +198,8 @@ def handle(args: argparse.Namespace) -> int:
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
     )
-    rankings = [searched(results, args, scenario, network).ranking(n) for n in sizes] if args.search else []
+    ranked = searched(results, args, scenario, network) if args.search else None
+    rankings = [ranked.ranking(n) for n in sizes] if ranked is not None else []
     if args.json:
         runs = [to_json(r) for r in results]
         shown = {"projections": runs, "search": [r.to_dict() for r in rankings]} if args.search else runs

@@ -22,6 +22,7 @@ from tracehouse.pipeline.projection.context import Instances, RankWindows, RunCo
 from tracehouse.pipeline.projection.cpu_rank import add_cpu_rank
 from tracehouse.pipeline.projection.gpu_rank import add_gpu_rank
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, ReplayGraph, Segment
+from tracehouse.pipeline.projection.layouts import data_parallel_kind
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
 
@@ -34,6 +35,7 @@ class RunGraph:
     transfer_ns: np.ndarray
     windows: list[RankWindows]
     intervals: list[tuple[int, int, int, str, str | None]]  # rank, start node, end node, class, dim
+    kind: str | None = None  # the data-parallel kind planned in place of the run's own (None: as measured)
 
     @cached_property
     def planned(self) -> np.ndarray:
@@ -82,7 +84,12 @@ def build_run_graph(timeline: RunTimeline, kind: str | None = None) -> RunGraph:
     instances, intervals = ctx.instances, ctx.intervals
     transfer = np.array(instances.transfer_ns or [0.0], dtype=np.float64)
     return RunGraph(
-        graph=graph, instances=instances, transfer_ns=transfer, windows=windows, intervals=intervals
+        graph=graph,
+        instances=instances,
+        transfer_ns=transfer,
+        windows=windows,
+        intervals=intervals,
+        kind=kind if kind is not None and kind != data_parallel_kind(timeline.facts.strategy) else None,
     )
 
 

@@ -122,6 +122,7 @@ def _add_synthetic(
     instant; the main thread leaves the instant it is awaited at (its issue instant when it blocks)
     only once it ended. `nodes`: each instant's node and the node the main thread leaves it from."""
     b = ctx.b
+    group = rank % (ctx.timeline.facts.tp or 1)  # its data-parallel group (synthetic.py)
     previous_end = None
     for item in sorted(planned, key=lambda p: p.issue_ns):
         issue = nodes[0][bisect_left(instants, item.issue_ns)]
@@ -139,7 +140,7 @@ def _add_synthetic(
             "group_size": ctx.timeline.facts.data_parallel,
             "parallel_dim": "dp",
         }
-        i = ctx.instances.add(("synthetic", *item.key), row)
+        i = ctx.instances.add(("synthetic", group, *item.key), row)
         ctx.instances.members[i].append((rank, start, end))
         b.edge(end, wait, kind=Segment.SYNC_TAIL, label=item.op)
         ctx.intervals.append((rank, start, end, "comm", "dp"))

@@ -69,7 +69,7 @@ from tracehouse.pipeline.projection.scenario import (
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
-from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, run_facts
+from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, load_run, run_facts
 from tracehouse.pipeline.projection.unknowns import (
     batch_flag,
     data_parallel_gap,
@@ -119,7 +119,7 @@ def project_run(
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     facts = timeline.facts
     kind = scenario.data_parallel
-    if changes_kind(facts, kind):
+    if changes_kind(facts, kind) and run.kind != kind:
         run = kind_changed(timeline, kind)
     identity = identity_check(run, timeline.measured_windows())
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
@@ -562,7 +562,11 @@ def project_study(
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
-                timeline, graph = paths.replay(connection, study, run)
+                if changes_only:  # the measured run's paths were stored as it was projected
+                    timeline = load_run(connection, study, run)
+                    graph = kind_changed(timeline, scenario.data_parallel)
+                else:
+                    timeline, graph = paths.replay(connection, study, run)
                 same_split(timeline.facts, model_parallel)
                 network = network_from_file or calibrated_network(
                     connection, study=study, run_id=run, devices_per_node=per_node

@@ -1,11 +1,13 @@
 """The data-parallel collectives a run would issue that its trace does not show.
 
-A DDP or FSDP run with one data-parallel rank issues no gradient all-reduce, all-gather or
-reduce-scatter; projecting it to more ranks needs them. A change of data-parallel kind (DDP as FSDP,
-FSDP as DDP: `--layout`) needs the other kind's. They are planned from the run's facts and its trace
-(where each would be issued and awaited) and added to the graph with a zero transfer, so the replay
-of the measurement is unchanged (docs/projection.md "Scenarios", "A change of layout"); the same
-planned collective on every data-parallel rank is one instance, which its ranks wait for.
+A DDP, FSDP or tensor-parallel run with one data-parallel rank issues no gradient all-reduce,
+all-gather or reduce-scatter; projecting it to more ranks needs them. A change of data-parallel
+kind (DDP as FSDP, FSDP as DDP: `--layout`) needs the other kind's. They are planned from the
+run's facts and its trace (where each would be issued and awaited) and added to the graph with a
+zero transfer, so the replay of the measurement is unchanged (docs/projection.md "Scenarios", "A
+change of layout"); the same planned collective on every rank of a data-parallel group (the ranks
+that hold the same tensor-parallel shard: rank mod tp, tracehouse collect's (dp, tp) mesh) is one
+instance, which they wait for.
 * DDP: the gradients of the parameters a rank holds (n_params / (tp x pp) x dtype bytes) in DDP's
   default buckets (about 1 MiB first, then 25 MiB), each issued when the step's backward compute has
   done the share of its work the gradients up to it represent (they are ready last layer first, in
@@ -35,6 +37,10 @@ DDP_FIRST_BUCKET_BYTES = 1 << 20
 DDP_BUCKET_BYTES = 25 << 20
 FSDP_HOOKS = {"FSDP::pre_forward": "all_gather", "FSDP::pre_backward": "all_gather"}
 FSDP_REDUCE_HOOK = "FSDP::post_backward_reduce"
+# The strategies (tracehouse collect's) whose own data-parallel collectives are planned on a run with
+# one data-parallel rank: a tp run's replicas are DDP's. A pipeline run's are not: DDP reduces a
+# stage's gradients after its last micro-batch, which the work of the whole backward does not place.
+PLANNED_STRATEGIES = ("ddp", "fsdp", "fsdp_tp", "tp")
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ def planned_collectives(
     if kind is None or kind == data_parallel_kind(f.strategy):
         if f.data_parallel != 1 or spans["parallel_dim"].is_in(DATA_PARALLEL_DIMS).any():
             return []
-        kind = "ddp" if f.strategy == "ddp" else "fsdp" if (f.strategy or "").startswith("fsdp") else None
+        kind = data_parallel_kind(f.strategy) if f.strategy in PLANNED_STRATEGIES else None
     width = DTYPE_BYTES.get(f.dtype or "fp32")
     if width is None or kind is None:
         return []

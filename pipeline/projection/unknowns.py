@@ -38,9 +38,9 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
             f"and its trace shows {seen}; state them in a manifest.json beside the trace, or when "
             "ingesting it: --strategy, --model (a reference size gives parameters and FSDP units), --dtype"
         )
-    elif strategy == "ddp" and facts.n_params and known_dtype:
+    elif strategy in ("ddp", "tp") and facts.n_params and known_dtype:
         why = "the trace shows no backward (autograd::engine::evaluate_function:*) to issue them in"
-    elif strategy == "ddp":
+    elif strategy in ("ddp", "tp"):
         why = "its manifest gives no n_params, or no known dtype, to size the gradient all-reduce"
     elif strategy.startswith("fsdp") and facts.fsdp_units and known_dtype:
         why = "the trace shows no FSDP hooks (FSDP::pre_forward, FSDP::post_backward_reduce) to issue them at"
@@ -49,8 +49,13 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
             "its manifest records no fsdp_units (parameters per FSDP unit, which tracehouse collect "
             "records) nor a reference model_config to derive them from, or no known dtype"
         )
+    elif strategy == "pp":
+        why = (
+            "a pipeline run reduces each stage's gradients after its last micro-batch, which tracehouse "
+            "does not place yet"
+        )
     else:
-        why = f"tracehouse plans them for ddp and fsdp runs, not {strategy}"
+        why = f"tracehouse plans them for ddp, fsdp and tp runs, not {strategy}"
     return (
         f"one data-parallel rank measured, no data-parallel collective to scale, none can be planned: {why}"
     )

@@ -7,12 +7,13 @@ import shlex
 import altair as alt
 import duckdb
 import polars as pl
+from tracehouse.pipeline.projection.layouts import parse_layout, strategy_as
 from tracehouse.reports.charts import kit
 from tracehouse.reports.source import frame, has_relation
 
 PROJECTED = """
-SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.run_id, p.scenario, p.assumptions, p.notes,
-       p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
+SELECT coalesce(r.strategy, 'unspecified') AS strategy, p.layout, p.run_id, p.scenario, p.assumptions,
+       p.notes, p.world_size, p.measured_world_size, p.step_time_us / 1e3 AS step_ms,
        p.step_time_high_us / p.step_time_us AS band_factor,
        json_extract_string(p.provenance, '$.band.basis') AS band_basis,
        p.tokens_per_s_per_device, p.scaling_efficiency, p.marginal_tokens_per_s_per_device,
@@ -54,8 +55,15 @@ def hint(warehouse: str, study: str) -> str:
 
 
 def projected_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
-    """One row per projected point (run, scenario, world size), with the run's strategy and its curve name."""
+    """One row per projected point (run, scenario, world size), with its curve name and the strategy
+    of its layout: a DDP run projected as FSDP stands with the FSDP runs."""
     rows = frame(con, PROJECTED, study)
+    kinds = {text: parse_layout(text).kind for text in rows["layout"].drop_nulls().unique()}
+    strategies = [
+        strategy_as(strategy, kinds.get(text)) or strategy
+        for strategy, text in zip(rows["strategy"], rows["layout"], strict=True)
+    ]
+    rows = rows.with_columns(pl.Series("strategy", strategies, dtype=pl.String))
     several = rows["scenario"].n_unique() > 1
     name = pl.col("run_id") + " · " + pl.col("scenario") if several else pl.col("run_id")
     return rows.with_columns(name.alias("curve"))

@@ -245,13 +245,33 @@ def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
     both = tracehouse.project(warehouse, study=STUDY, world_sizes=[8], other_kinds=True)
     labels = {r.label for r in both}
     assert {"ddp-ws2", "ddp-ws2 as fsdp", "fsdp-ws2", "fsdp-ws2 as ddp"} <= labels
-    assert both.failed == {
-        "pp-ws2 as fsdp": both.failed["pp-ws2 as fsdp"],
-        "tp-ws2 as fsdp": both.failed["tp-ws2 as fsdp"],
-    }
+    assert list(both.failed) == ["pp-ws2 as fsdp"]  # tp-ws2 as fsdp: fsdp=1,tp=2, its groups of one rank
     ranking = both.ranking(8)
     assert {(c.run_id, c.layout) for c in ranking.candidates} >= {("ddp-ws2", "dp=8"), ("ddp-ws2", "fsdp=8")}
     scenarios = query(warehouse, "SELECT DISTINCT scenario FROM projections ORDER BY 1")
     assert scenarios == [("as-ddp",), ("as-fsdp",), ("baseline",)]
     with pytest.raises(TracehouseError, match="leave out run and layout"):
         tracehouse.project(warehouse, study=STUDY, run="ddp-ws2", world_sizes=[8], other_kinds=True)
+
+
+def test_a_gpu_run_or_one_without_a_strategy_is_not_projected_as_the_other_kind(tmp_path: Path) -> None:
+    from tracehouse.pipeline.ingest.driver import ingest
+
+    from tests.support.testdata import shared_path
+
+    trace = shared_path("traces/tracelens/h100_bert_small.json.gz")
+    for run, facts in (("stated", {"strategy": "ddp", "n_params": 1000, "dtype": "fp32"}), ("bare", None)):
+        summary = ingest([trace], tmp_path / run, study="pub", run=run, ranks={str(trace): 0}, facts=facts)
+        assert summary.failed == []
+    with pytest.raises(TracehouseError) as gpu:
+        tracehouse.project(tmp_path / "stated", study="pub", run="stated", layout="fsdp=2")
+    assert str(gpu.value) == (
+        "pub/stated: a change of data-parallel kind (ddp as fsdp) is planned on CPU (gloo) ranks only, "
+        "not yet on GPU ranks"
+    )
+    with pytest.raises(TracehouseError) as bare:
+        tracehouse.project(tmp_path / "bare", study="pub", run="bare", layout="fsdp=2")
+    assert str(bare.value) == (
+        "pub/bare: its data-parallel kind is unknown (no manifest states its strategy), so it cannot be "
+        "projected as fsdp"
+    )

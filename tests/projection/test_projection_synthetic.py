@@ -98,7 +98,7 @@ def test_planned_collectives_leave_the_measured_replay_unchanged(warehouse: Path
 
 
 def test_a_run_that_issues_data_parallel_collectives_gets_none_planned(warehouse: Path) -> None:
-    for run_id in ("ddp-ws2", "fsdp-ws2", "tp-ws2", "pp-ws2"):
+    for run_id in ("ddp-ws2", "fsdp-ws2", "fsdp_tp-ws4-tp2"):
         assert _planned(warehouse, run_id)[1] == []
 
 

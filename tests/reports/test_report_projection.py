@@ -141,9 +141,8 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
         STUDY,
     )
     assert notes["runs"].to_list() == [
-        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws1, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2",
+        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws1, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2, tp-ws2",
         "pp-ws2",
-        "tp-ws2",
     ]
     assert notes["notes"][0].startswith("nodes assumed to hold 4 devices")
     said = "; ".join(f"{runs}: {note}" for note, runs in notes.iter_rows())
@@ -171,9 +170,9 @@ def test_the_throughput_chart_is_the_table_and_the_measured_points(con, report: 
         point = by_point[(curve, world_size)]
         assert point["tokens_per_s_per_device"] == pytest.approx(tpd, rel=1e-3)  # 4 significant digits
         assert point["knee"] == knee
-    # one knee per curve that grows here (not pp-ws2, tp-ws2: refused beyond their measured size),
-    # every one of them marked
-    assert sum(r["knee"] for r in by_point.values()) == table["curve"].n_unique() - 2 == 8
+    # one knee per curve that grows here (not pp-ws2: refused beyond its measured size), every one
+    # of them marked
+    assert sum(r["knee"] for r in by_point.values()) == table["curve"].n_unique() - 1 == 9
     measured = frame(
         con,
         "SELECT run_id, world_size, tokens_per_s_per_device FROM scale_points WHERE study = $1 ORDER BY 1",
@@ -309,3 +308,27 @@ def test_the_section_ranks_the_layouts_at_the_largest_size_where_one_is_runnable
     assert sentence.endswith(f"; and {more} more." if more else ")."), sentence
     points = re.search(r'<div class="points" id="projection-points">(.*?)</div>', report.read_text(), re.S)
     assert points and sentence in html.unescape(points.group(1))
+
+
+def test_a_run_projected_as_the_other_kind_stands_with_that_kinds_runs(
+    projected: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "warehouse"
+    shutil.copytree(projected, target)
+    tracehouse(
+        "project", "--warehouse", str(target), "--study", STUDY, "--run", "ddp-ws2", "--layout", "fsdp=4"
+    )
+    connection = open_warehouse(target)
+    try:
+        rows = charts_projection.projected_rows(connection, STUDY)
+        chart = charts_projection.throughput_chart(connection, STUDY).to_dict()
+    finally:
+        connection.close()
+    by_scenario = {
+        scenario: set(group["strategy"])
+        for (scenario,), group in rows.filter(run_id="ddp-ws2").group_by("scenario")
+    }
+    assert by_scenario == {"baseline": {"ddp"}, "compute-x2": {"ddp"}, "as-fsdp": {"fsdp"}}
+    (dataset,) = [d for d in chart["datasets"].values() if any("curve" in r for r in d)]
+    panels = {r["curve"]: r["strategy"] for r in dataset if r.get("source") == "projected"}
+    assert panels["ddp-ws2 · as-fsdp"] == "fsdp" and panels["ddp-ws2 · baseline"] == "ddp"
