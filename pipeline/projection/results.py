@@ -144,7 +144,7 @@ class RunProjection:
     def __repr__(self) -> str:
         f = self.facts
         return (
-            f"<RunProjection {f.study}/{f.run_id}: measured at {f.world_size} device(s), "
+            f"<RunProjection {f.study}/{self.label}: measured at {f.world_size} device(s), "
             f"{len(self.points)} point(s), {self.knee_note}>"
         )
 
@@ -186,7 +186,7 @@ class Projections(list):
         return self.pl().to_pandas()
 
     def __repr__(self) -> str:
-        runs = ", ".join(f"{r.facts.run_id}" for r in self)
+        runs = ", ".join(r.label for r in self)
         failed = f"; not projected: {', '.join(self.failed)}" if self.failed else ""
         return f"<Projections of {len(self)} run(s): {runs}{failed}>"
 

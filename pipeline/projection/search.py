@@ -80,6 +80,12 @@ class Ranking:
         fields = list(Candidate.__dataclass_fields__)
         return pl.DataFrame([asdict(c) for c in self.candidates], schema=fields, orient="row")
 
+    def __repr__(self) -> str:
+        best = self.candidates[0] if self.candidates else None
+        first = f", first {best.run_id} {best.layout} ({best.tokens_per_s:,.0f} tokens/s)" if best else ""
+        left = f", {len(self.left_out)} not ranked" if self.left_out else ""
+        return f"<Ranking at {self.world_size:,} devices: {len(self.candidates)} layout(s){first}{left}>"
+
     def _repr_html_(self) -> str:
         head = (
             f"<p><b>{len(self.candidates)} layout(s) at {self.world_size:,} devices</b>, "
@@ -134,12 +140,12 @@ def rank_layouts(projections: ProjectedRuns, world_size: int, power_w: dict[str,
                     run_id=f.run_id,
                     layout=point.layout,
                     tokens_per_step=f.tokens_per_step,
-                    tokens_per_s=point.tokens_per_s,
-                    tokens_per_s_low=point.tokens_per_s / factor,
-                    tokens_per_s_high=point.tokens_per_s * factor,
-                    tokens_per_s_per_device=point.tokens_per_s / world_size,
-                    tokens_per_j=point.tokens_per_s / (watts * world_size) if watts else None,
-                    exposed_comm_frac=point.exposed_comm_frac,
+                    tokens_per_s=float(point.tokens_per_s),
+                    tokens_per_s_low=float(point.tokens_per_s / factor),
+                    tokens_per_s_high=float(point.tokens_per_s * factor),
+                    tokens_per_s_per_device=float(point.tokens_per_s / world_size),
+                    tokens_per_j=float(point.tokens_per_s / (watts * world_size)) if watts else None,
+                    exposed_comm_frac=float(point.exposed_comm_frac),
                     memory_bytes=point.memory_bytes,
                     memory_capacity_bytes=point.memory_capacity_bytes,
                 )

@@ -248,6 +248,16 @@ def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
     assert list(both.failed) == ["pp-ws2 as fsdp"]  # tp-ws2 as fsdp: fsdp=1,tp=2, its groups of one rank
     ranking = both.ranking(8)
     assert {(c.run_id, c.layout) for c in ranking.candidates} >= {("ddp-ws2", "dp=8"), ("ddp-ws2", "fsdp=8")}
+    # what a notebook shows as text: each run by its label, the ranking in one line, plain floats
+    assert "ddp-ws2 as fsdp" in repr(both) and "fsdp-ws2 as ddp" in repr(both)
+    best = ranking.candidates[0]
+    assert repr(ranking) == (
+        f"<Ranking at 8 devices: {len(ranking.candidates)} layout(s), first {best.run_id} {best.layout} "
+        f"({best.tokens_per_s:,.0f} tokens/s), {len(ranking.left_out)} not ranked>"
+    )
+    assert {(type(c.tokens_per_s), type(c.exposed_comm_frac)) for c in ranking.candidates} == {(float, float)}
+    swapped = next(r for r in both if r.label == "ddp-ws2 as fsdp")
+    assert repr(swapped).startswith(f"<RunProjection {STUDY}/ddp-ws2 as fsdp: measured at 2 device(s)")
     scenarios = query(warehouse, "SELECT DISTINCT scenario FROM projections ORDER BY 1")
     assert scenarios == [("as-ddp",), ("as-fsdp",), ("baseline",)]
     with pytest.raises(TracehouseError, match="leave out run and layout"):
