@@ -157,6 +157,7 @@ def project(
         raise TracehouseError("give the world sizes to project to (world_sizes=) or a layout (layout=)")
     changes = Scenario(
         data_parallel=kind,
+        tensor_parallel=model_parallel[0] if model_parallel and model_parallel[0] > 1 else None,
         compute_speedup=compute_speedup,
         matmul_speedup=matmul_speedup,
         memory_speedup=memory_speedup,

@@ -53,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="layouts to project to, each dp=N (DDP) or fsdp=N, with tp=N, pp=N joined by commas "
         "(fsdp=64,tp=2): their world sizes, and the data-parallel kind, which may differ from the run's "
         "(a DDP run projected as FSDP plans FSDP's all-gathers and reduce-scatters in place of its "
-        "all-reduces, CPU runs); tp and pp must be the run's own for now",
+        "all-reduces, CPU runs); tp may be added to a run without it (its matmul and attention ops "
+        "split, each layer's all-reduces planned: CPU runs of tracehouse's reference Llama); pp must be "
+        "the run's own for now",
     )
     p.add_argument(
         "--search",
@@ -173,6 +175,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         scenario = Scenario(
             data_parallel=kind,
+            tensor_parallel=model_parallel[0] if model_parallel and model_parallel[0] > 1 else None,
             compute_speedup=args.compute_speedup,
             matmul_speedup=args.matmul_speedup,
             memory_speedup=args.memory_speedup,
@@ -291,7 +294,8 @@ def _band_words(p: ProjectedPoint) -> str:
         )
     if band.get("layout_basis"):
         words += (
-            f"; as the other data-parallel kind, a factor exp({band['layout_error']:.3g}) more: "
+            "; with a changed layout (data-parallel kind or tp), a factor "
+            f"exp({band['layout_error']:.3g}) more: "
             f"{band['layout_basis']}"
         )
     return words

@@ -12,10 +12,10 @@ error at the measured size; at the measured size the band is the replay's alone.
 A study without checks (one world size per workload) takes DEFAULT_RATE, the worst error of
 tracehouse's own validation (docs/projection.md, "Validation"), and says so (`basis`).
 
-A change of data-parallel kind (DDP as FSDP, or back) errs even at the measured world size, which
-no rate per doubling can say: its points' band widens by the worst |error| of the run projected as
-the other kind to a world size where the study measured that kind (`layout_error`), else by
-DEFAULT_LAYOUT_ERROR.
+A change of layout (DDP as FSDP, or back; tensor parallelism added) errs even at the measured world
+size, which no rate per doubling can say: its points' band widens by the worst |error| of a run
+projected with a changed layout to its own world size where the study measured that layout
+(`layout_error`), else by DEFAULT_LAYOUT_ERROR.
 What a what-if changes (faster compute, compression, another element type) has no measurement to
 check against: its band is the one of the measurable projection (docs/projection.md, "How far to
 trust a projection").
@@ -130,7 +130,7 @@ def with_layout_error(band: Band, checks: Iterable[Check]) -> Band:
         return replace(band, layout_error=DEFAULT_LAYOUT_ERROR, layout_basis=DEFAULT_LAYOUT_BASIS)
     worst = max(same_size, key=lambda c: abs(c.error))
     basis = (
-        f"study: {len(same_size)} run(s) projected as the other data-parallel kind at their own world "
+        f"study: {len(same_size)} run(s) projected with a changed layout at their own world "
         f"size, worst {worst.run_id} against {worst.measured_run_id} ({100 * math.expm1(worst.error):+.1f} %)"
     )
     return replace(band, layout_error=abs(worst.error), layout_basis=basis)

@@ -14,12 +14,13 @@ Collectives: a matched instance's transfer starts when the last rank of its grou
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 from tracehouse.pipeline.projection.context import Instances, RankWindows, RunContext, instance_keys
 from tracehouse.pipeline.projection.cpu_rank import add_cpu_rank
+from tracehouse.pipeline.projection.efficiency import Curve
 from tracehouse.pipeline.projection.gpu_rank import add_gpu_rank
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, ReplayGraph, Segment
 from tracehouse.pipeline.projection.layouts import data_parallel_kind
@@ -36,6 +37,8 @@ class RunGraph:
     windows: list[RankWindows]
     intervals: list[tuple[int, int, int, str, str | None]]  # rank, start node, end node, class, dim
     kind: str | None = None  # the data-parallel kind planned in place of the run's own (None: as measured)
+    tp: int | None = None  # the tensor-parallel degree planned on a run without (None: as measured)
+    curves: dict[int, Curve] = field(default_factory=dict)  # split ops' time at a new size (efficiency.py)
 
     @cached_property
     def planned(self) -> np.ndarray:
@@ -72,13 +75,14 @@ class RunGraph:
         return start, max(w.last_ends, key=lambda n: times[n])
 
 
-def build_run_graph(timeline: RunTimeline, kind: str | None = None) -> RunGraph:
+def build_run_graph(timeline: RunTimeline, kind: str | None = None, tp: int | None = None) -> RunGraph:
     """The whole run's graph: every rank, joined at its collectives; with the collectives of
     data-parallel `kind` ("ddp", "fsdp") planned on its CPU ranks where it is not the run's own
-    (synthetic.py; a projection drops the measured ones)."""
+    (synthetic.py; a projection drops the measured ones), and those of a `tp`-way tensor-parallel
+    split of a run without one."""
     ctx = RunContext(GraphBuilder(), timeline, keys=instance_keys(timeline.comm))
     windows = [add_gpu_rank(ctx, rank) for rank in timeline.gpu_ranks]
-    windows += [add_cpu_rank(ctx, rank, kind) for rank in timeline.cpu_ranks]
+    windows += [add_cpu_rank(ctx, rank, kind, tp) for rank in timeline.cpu_ranks]
     join_instances(ctx.b, ctx.instances, timeline.clock_offsets_ns())
     graph = ctx.b.freeze()
     instances, intervals = ctx.instances, ctx.intervals
@@ -90,6 +94,7 @@ def build_run_graph(timeline: RunTimeline, kind: str | None = None) -> RunGraph:
         windows=windows,
         intervals=intervals,
         kind=kind if kind is not None and kind != data_parallel_kind(timeline.facts.strategy) else None,
+        tp=tp,
     )
 
 

@@ -8,25 +8,35 @@ from bisect import bisect_left, bisect_right
 
 import polars as pl
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
+from tracehouse.pipeline.projection.efficiency import CLASS_OF
 from tracehouse.pipeline.projection.graph import Cost, Phase, Segment
-from tracehouse.pipeline.projection.synthetic import Synthetic, planned_collectives
+from tracehouse.pipeline.projection.synthetic import Synthetic, planned_collectives, planned_tp_collectives
 
 # A main-thread piece that ends at most this long after a communication span ended waited for it.
 CPU_WAIT_NS = 200_000
 
 
-def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWindows:
+def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | None = None) -> RankWindows:
     """Add one CPU rank's main-thread chain and communication spans to the graph, with the
-    collectives of data-parallel `kind` planned where it is not the run's own; its windows."""
+    collectives of data-parallel `kind` planned where it is not the run's own, and those of a
+    `tp`-way tensor-parallel split where the run has none; its windows."""
     b, t = ctx.b, ctx.timeline
     steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
     compute = t.cpu_compute.filter(pl.col("rank") == rank)
     segments = list(compute.select(["start_ns", "end_ns"]).iter_rows())
     segment_ops = compute["name"].to_list()
+    split_ops = t.split_ops.filter(pl.col("rank") == rank)
+    splits = {
+        op_id: (CLASS_OF[name], float(flops))
+        for op_id, name, flops in split_ops.select(["op_id", "name", "flops"]).iter_rows()
+    }
+    segment_splits = [splits.get(op_id) for op_id in compute["op_id"].to_list()]
     optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     hooks = merged(t.fsdp_hooks.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
     planned = planned_collectives(t, rank, segments, steps, spans, kind)
+    if tp is not None:
+        planned += planned_tp_collectives(t, rank, steps, tp)
     instants = sorted(
         {x for s, e in segments for x in (s, e)}
         | {x for s, e in steps.select(["start_ns", "end_ns"]).iter_rows() for x in (s, e)}
@@ -69,6 +79,7 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None) -> RankWin
                 phase=phase,
                 kind=Segment.COMPUTE,
                 label=segment_ops[k],
+                split=segment_splits[k],
             )
             ctx.intervals.append((rank, leave[i], nodes[i + 1], "compute", None))
             continue
@@ -122,26 +133,30 @@ def _add_synthetic(
     instant; the main thread leaves the instant it is awaited at (its issue instant when it blocks)
     only once it ended. `nodes`: each instant's node and the node the main thread leaves it from."""
     b = ctx.b
-    group = rank % (ctx.timeline.facts.tp or 1)  # its data-parallel group (synthetic.py)
-    previous_end = None
+    facts = ctx.timeline.facts
+    previous_end: dict[str, int] = {}  # per parallel dimension: its queue's last planned end
     for item in sorted(planned, key=lambda p: p.issue_ns):
+        # its group (synthetic.py): a tensor-parallel one of consecutive ranks, a data-parallel
+        # one of the ranks holding the same tensor-parallel shard
+        tp = item.group_size if item.dim == "tp" else facts.tp or 1
+        group = rank // tp if item.dim == "tp" else rank % tp
         issue = nodes[0][bisect_left(instants, item.issue_ns)]
         wait = nodes[1][bisect_left(instants, max(item.issue_ns, item.wait_ns))]
         start = b.node(item.issue_ns, rank)
         end = b.node(item.issue_ns, rank)
         b.edge(issue, start, kind=Segment.LAUNCH_DELAY, label=item.op)
-        if previous_end is not None:
-            b.edge(previous_end, start, kind=Segment.LAUNCH_DELAY, label=item.op)
+        if item.dim in previous_end:
+            b.edge(previous_end[item.dim], start, kind=Segment.LAUNCH_DELAY, label=item.op)
         row = {
             "transfer_ns": 0.0,
             "op": item.op,
             "bytes": item.bytes,
-            "dtype": ctx.timeline.facts.dtype,
-            "group_size": ctx.timeline.facts.data_parallel,
-            "parallel_dim": "dp",
+            "dtype": facts.dtype,
+            "group_size": item.group_size or facts.data_parallel,
+            "parallel_dim": item.dim,
         }
         i = ctx.instances.add(("synthetic", group, *item.key), row)
         ctx.instances.members[i].append((rank, start, end))
         b.edge(end, wait, kind=Segment.SYNC_TAIL, label=item.op)
-        ctx.intervals.append((rank, start, end, "comm", "dp"))
-        previous_end = end
+        ctx.intervals.append((rank, start, end, "comm", item.dim))
+        previous_end[item.dim] = end

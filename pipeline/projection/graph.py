@@ -64,7 +64,7 @@ class GraphBuilder:
     def __post_init__(self) -> None:
         self._measured: list[int] = []
         self._rank: list[int] = []
-        self._edges: list[tuple[int, int, int, float, float, int, int, int, int, int]] = []
+        self._edges: list[tuple[int, int, int, float, float, int, int, int, int, int, float, int]] = []
         self._labels: dict[str, int] = {}
 
     def node(self, measured_ns: int, rank: int) -> int:
@@ -86,15 +86,19 @@ class GraphBuilder:
         kind: Segment = Segment.HOST_GAP,
         label: str | None = None,
         op_id: int | None = None,
+        split: tuple[int, float] | None = None,
     ) -> None:
         """time(dst) >= time(src) + fixed + scaled(base): ns; `instance` for TRANSFER edges;
         `kind` and `label` (the op) say what the edge is on a critical path; `op_id`: the host op
-        (ops.op_id of the edge's rank) that launched a kernel or copy, where the trace links it."""
+        (ops.op_id of the edge's rank) that launched a kernel or copy, where the trace links it;
+        `split`: (class code, FLOPs) of the op a compute edge is the time of, where tensor
+        parallelism would split it (efficiency.py)."""
         name = -1 if label is None else self._labels.setdefault(label, len(self._labels))
         launcher = -1 if op_id is None else int(op_id)
-        self._edges.append(
-            (src, dst, int(cost), float(base), float(fixed), int(phase), instance, int(kind), name, launcher)
-        )
+        op_class, flops = split or (-1, 0.0)
+        weight = (int(cost), float(base), float(fixed), int(phase))
+        tags = (instance, int(kind), name, launcher, float(flops), int(op_class))
+        self._edges.append((src, dst, *weight, *tags))
 
     def measured(self, node: int) -> int:
         """The measured time of a node already added."""
@@ -103,7 +107,7 @@ class GraphBuilder:
     def freeze(self) -> ReplayGraph:
         """The graph with its edges grouped by destination in a topological order of the nodes."""
         n = len(self._measured)
-        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 10)  # op ids < 2**53: exact
+        edges = np.array(self._edges, dtype=np.float64).reshape(-1, 12)  # op ids < 2**53: exact
         src = edges[:, 0].astype(np.int64)
         dst = edges[:, 1].astype(np.int64)
         order = topological_order(n, src, dst)
@@ -129,6 +133,8 @@ class GraphBuilder:
             label=edges[:, 8].astype(np.int64),
             labels=list(self._labels),
             op_id=edges[:, 9].astype(np.int64),
+            split_flops=edges[:, 10],
+            split_class=edges[:, 11].astype(np.int64),
         )
 
 
@@ -177,6 +183,8 @@ class ReplayGraph:
     label: np.ndarray  # index into labels, -1 for none
     labels: list[str]
     op_id: np.ndarray  # per edge: the host op that launched its kernel or copy (ops.op_id), -1 for none
+    split_flops: np.ndarray  # per edge: the FLOPs of the op tensor parallelism would split (0: none)
+    split_class: np.ndarray  # per edge: that op's class (efficiency.SPLIT_CLASSES index), -1 for none
 
     @property
     def n_nodes(self) -> int:

@@ -26,12 +26,18 @@ def data_parallel_kind(strategy: str | None) -> str:
 OTHER_KIND = {"ddp": "fsdp", "fsdp": "ddp", "tp": "fsdp_tp", "fsdp_tp": "tp"}
 
 
-def strategy_as(strategy: str | None, kind: str | None) -> str | None:
-    """The strategy a run of `strategy` becomes with data-parallel `kind` (None: unchanged; None
-    where no strategy names it)."""
-    if kind is None or strategy is None or kind == data_parallel_kind(strategy):
-        return strategy
-    return OTHER_KIND.get(strategy)
+# A strategy without tensor parallelism's name with it (tracehouse collect's).
+WITH_TP = {"ddp": "tp", "fsdp": "fsdp_tp"}
+
+
+def strategy_as(strategy: str | None, kind: str | None, tp: int | None = None) -> str | None:
+    """The strategy a run of `strategy` becomes with data-parallel `kind` (None: unchanged) and,
+    where `tp` is given, tensor parallelism of that degree added; None where no strategy names it."""
+    if kind is not None and strategy is not None and kind != data_parallel_kind(strategy):
+        strategy = OTHER_KIND.get(strategy)
+    if tp is not None and tp > 1 and strategy is not None:
+        return WITH_TP.get(strategy, strategy if strategy in WITH_TP.values() else None)
+    return strategy
 
 
 @dataclass(frozen=True)

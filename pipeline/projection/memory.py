@@ -67,15 +67,20 @@ def _gb(n: float | None) -> str:
     return f"{n / 1e3:,.1f} kB"
 
 
-def model_state(facts: RunFacts, dp: int, sharded: bool) -> tuple[float, float, float] | None:
+def model_state(
+    facts: RunFacts, dp: int, sharded: bool, tp: int | None = None
+) -> tuple[float, float, float] | None:
     """Parameters, gradients and optimizer state in bytes per device at data-parallel degree dp
-    (None without n_params or a known dtype)."""
+    and tensor-parallel degree tp (None: the run's); None without n_params or a known dtype."""
     width = DTYPE_BYTES.get(facts.dtype or "")
     if not facts.n_params or width is None:
         return None
-    per_rank = facts.n_params / ((facts.tp or 1) * (facts.pp or 1))
+    split = (tp or facts.tp or 1) * (facts.pp or 1)
+    per_rank = facts.n_params / split
     shard = per_rank / dp if sharded else per_rank
-    whole_unit = max(facts.fsdp_units.values(), default=0) * width if sharded else 0.0
+    # the largest unit, stated per rank at the run's tp, at the new tp
+    unit = max(facts.fsdp_units.values(), default=0) * (facts.tp or 1) / (tp or facts.tp or 1)
+    whole_unit = unit * width if sharded else 0.0
     optimizer = shard * (ADAM_MOMENT_BYTES + (MASTER_BYTES if width < 4 else 0))
     return shard * width + whole_unit, shard * width, optimizer
 
@@ -98,11 +103,13 @@ def memory_need(
     peak: float | None,
     capacity: float | None,
     measured_sharded: bool | None = None,
+    tp_new: int | None = None,
 ) -> MemoryNeed | None:
-    """The need per device at dp_new (sharded: FSDP); tokens is the tokens-per-device factor
-    against the measured layout; peak the measured peak (`measured_peak`), of a run that sharded
-    (measured_sharded, default: as projected) or not; capacity the device's memory (or None)."""
-    state = model_state(facts, dp_new, sharded)
+    """The need per device at dp_new (sharded: FSDP) and tp_new (None: the run's tp); tokens is
+    the tokens-per-device factor against the measured layout; peak the measured peak
+    (`measured_peak`), of a run that sharded (measured_sharded, default: as projected) or not;
+    capacity the device's memory (or None)."""
+    state = model_state(facts, dp_new, sharded, tp_new)
     measured = model_state(facts, dp, sharded if measured_sharded is None else measured_sharded)
     if state is None or measured is None:
         return None
@@ -142,6 +149,7 @@ def with_memory(
         peak=peak,
         capacity=capacity,
         measured_sharded=layout.measured_sharded,
+        tp_new=layout.tp_target,
     )
     if need is None:
         return replace(p, memory_capacity_bytes=capacity)

@@ -32,6 +32,7 @@ from tracehouse.pipeline.projection.band import (
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
+from tracehouse.pipeline.projection.efficiency import study_curves
 from tracehouse.pipeline.projection.graph import GraphCycleError
 from tracehouse.pipeline.projection.interference import (
     FitSamples,
@@ -118,17 +119,19 @@ def project_run(
     stretch of transfers under overlap for the run's device type (None: none modelled)."""
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     facts = timeline.facts
-    kind = scenario.data_parallel
-    if changes_kind(facts, kind) and run.kind != kind:
-        run = kind_changed(timeline, kind)
+    kind, tp = scenario.data_parallel, scenario.tensor_parallel
+    if (changes_kind(facts, kind) and run.kind != kind) or (changes_tp(facts, tp) and run.tp != tp):
+        run = layout_changed(connection, timeline, kind, tp)
     identity = identity_check(run, timeline.measured_windows())
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
     hosts = rank_hosts(connection, study, run_id)
     replays: list[tuple[Layout, ReplayedRun]] = []
     refused: dict[int, str] = {}
-    for size in sorted({facts.world_size, *world_sizes}):
-        layout = layout_for(facts, size, kind)
+    split = (tp or facts.tp or 1) * (facts.pp or 1)
+    own = [facts.world_size] if facts.world_size % split == 0 else []  # the measured size, in the layout
+    for size in sorted({*own, *world_sizes}):
+        layout = layout_for(facts, size, kind, tp)
         if gap is not None and layout.dp_new != layout.dp:
             refused[size] = gap
             continue
@@ -149,56 +152,71 @@ def project_run(
         for (layout, _), p in zip(replays, points, strict=True)
     ]
     rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity, source))
-    workload = same_workload(connection, facts, kind)
-    points = with_measured(workload, facts, points, scenario.weak_scaling)
+    workload = same_workload(connection, facts, kind, tp)
+    points = with_measured(workload, facts, points, scenario.weak_scaling, tp)
     points = [replace(p, provenance=rests_on) for p in points]
 
     def measurable(layout: Layout) -> np.ndarray:
         return scenario_times(run_id, run, layout, scenario.measurable(), network, hosts, interference)
 
     checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
-    changed = kind if changes_kind(facts, kind) else None
+    changed = [kind] if changes_kind(facts, kind) else []
+    changed += [f"tp={tp}"] if changes_tp(facts, tp) else []
+    as_layout = ",".join(map(str, changed)) or None
     return RunProjection(
-        facts, identity, points, notes=notes, refused=refused, checks=checks, as_kind=changed
+        facts, identity, points, notes=notes, refused=refused, checks=checks, as_kind=as_layout
     )
 
 
-def kind_changed(timeline: RunTimeline, kind: str) -> RunGraph:
-    """The run's graph with the collectives of data-parallel `kind` planned (synthetic.py), which
-    a projection swaps for its measured data-parallel ones; a run they cannot be planned for is a
-    TracehouseError saying why."""
+def layout_changed(
+    connection: duckdb.DuckDBPyConnection, timeline: RunTimeline, kind: str | None, tp: int | None
+) -> RunGraph:
+    """The run's graph with the collectives of data-parallel `kind` planned in place of its own
+    (None: its own kept), and those of a `tp`-way tensor-parallel split of a run without one
+    (None: none) with its split ops' efficiency curves (synthetic.py, efficiency.py); a run they
+    cannot be planned for is a TracehouseError saying why."""
     facts = timeline.facts
     name = f"{facts.study}/{facts.run_id}"
-    if facts.strategy is None:
+    kind = kind if changes_kind(facts, kind) else None
+    tp = tp if changes_tp(facts, tp) else None
+    what = " and ".join([*([f"as {kind}"] if kind else []), *([f"with tp={tp}"] if tp else [])])
+    if kind is not None and facts.strategy is None:
         raise TracehouseError(
             f"{name}: its data-parallel kind is unknown (no manifest states its strategy), so it cannot "
             f"be projected as {kind}"
         )
     if timeline.gpu_ranks:
-        raise TracehouseError(
-            f"{name}: a change of data-parallel kind ({facts.strategy} as {kind}) is planned on CPU (gloo) "
-            "ranks only, not yet on GPU ranks"
-        )
+        change = f"a change of data-parallel kind ({facts.strategy} as {kind})" if kind else "a change of tp"
+        raise TracehouseError(f"{name}: {change} is planned on CPU (gloo) ranks only, not yet on GPU ranks")
     if (facts.pp or 1) > 1:
+        planned = (
+            f"its data-parallel collectives as {kind}" if kind else f"its tensor-parallel split ({what})"
+        )
         raise TracehouseError(
-            f"{name}: a pipeline-parallel run's parameters per stage are unknown, so its data-parallel "
-            f"collectives as {kind} cannot be planned"
+            f"{name}: a pipeline-parallel run's parameters per stage are unknown, so {planned} cannot be "
+            "planned"
+        )
+    if tp is not None and (facts.tp or 1) > 1:
+        raise TracehouseError(
+            f"{name}: a change of tensor-parallel degree is planned from a run without tensor parallelism; "
+            f"this run measured tp={facts.tp}"
         )
     try:
-        run = build_run_graph(timeline, kind)
+        run = build_run_graph(timeline, kind, tp)
     except GraphCycleError:
         raise TracehouseError(
-            f"{name}: its {kind} collectives, planned by work, would be awaited on some rank in another "
-            "order than its measured collectives (a cycle in the replay graph); a run with tensor-parallel "
-            "collectives between them cannot be projected as the other kind yet"
+            f"{name}: its collectives {what}, planned by work, would be awaited on some rank in another "
+            "order than its measured collectives (a cycle in the replay graph), so it cannot be projected so"
         ) from None
-    if not run.planned.any():
+    if kind is not None and not run.planned.any():
         needs = "n_params" if kind == "ddp" else "fsdp_units or a reference model_config"
         raise TracehouseError(
             f"{name}: no {kind} collective could be planned: its manifest needs {needs} and a known dtype, "
             "and its trace a backward (autograd::engine::evaluate_function:*)"
         )
-    return run
+    if tp is None:
+        return run
+    return replace(run, curves=study_curves(connection, facts.study, facts.device_type or "cpu"))
 
 
 def held_out_checks(
@@ -215,9 +233,10 @@ def held_out_checks(
     replays, gap = projected
     done = {layout.world_size_new: r for layout, r in replays} if scenario == scenario.measurable() else {}
     checks = []
-    for size, other in sorted(matches(workload, facts, scenario.weak_scaling).items()):
-        layout = layout_for(facts, size, scenario.data_parallel)
-        if size == facts.world_size and not layout.changes_kind:
+    tp = scenario.tensor_parallel
+    for size, other in sorted(matches(workload, facts, scenario.weak_scaling, tp).items()):
+        layout = layout_for(facts, size, scenario.data_parallel, tp)
+        if size == facts.world_size and not (layout.changes_kind or layout.changes_tp):
             continue
         if gap is not None and layout.dp_new != layout.dp:
             continue
@@ -228,11 +247,11 @@ def held_out_checks(
     return checks
 
 
-def with_band(projection: RunProjection, band: Band, kind: str | None = None) -> RunProjection:
-    """The run's points with their error band (band.py) and its part of the provenance; `kind`:
-    the data-parallel kind projected (widening the band where it is not the run's)."""
+def with_band(projection: RunProjection, band: Band) -> RunProjection:
+    """The run's points with their error band (band.py) and its part of the provenance, widened
+    where the projection changes the run's layout (as another data-parallel kind or tp)."""
     replay_error = projection.identity.max_error
-    changed = changes_kind(projection.facts, kind)
+    changed = projection.as_kind is not None
     points = []
     for p in projection.points:
         factor = band.factor(p.world_size, p.measured_world_size, replay_error, changed)
@@ -375,7 +394,7 @@ def _points(
     knee_found = False
     for layout, replayed in replays:
         size = layout.world_size_new
-        own = size == facts.world_size and not layout.changes_kind  # the point the run measured
+        own = size == facts.world_size and not (layout.changes_kind or layout.changes_tp)  # as measured
         row: dict[str, Any] = dict(
             study=facts.study,
             run_id=facts.run_id,
@@ -383,7 +402,7 @@ def _points(
             assumptions=words[0],
             notes=words[1],
             world_size=size,
-            layout=layout_text(layout.kind, layout.dp_new, facts.tp or 1, facts.pp or 1),
+            layout=layout_text(layout.kind, layout.dp_new, layout.tp_target, facts.pp or 1),
             measured_world_size=facts.world_size,
             measured_step_time_us=measured_step if own else None,
             measured_run_id=facts.run_id if own and measured_step else None,
@@ -436,11 +455,11 @@ class MeasuredRun(NamedTuple):
 
 
 def same_workload(
-    connection: duckdb.DuckDBPyConnection, facts: RunFacts, kind: str | None = None
+    connection: duckdb.DuckDBPyConnection, facts: RunFacts, kind: str | None = None, tp: int | None = None
 ) -> list[MeasuredRun]:
     """The study's other measured runs of the run's workload (same strategy, tp and pp; with
-    data-parallel `kind` where given, `layouts.strategy_as`)."""
-    strategy = strategy_as(facts.strategy, kind)
+    data-parallel `kind` and tensor-parallel degree `tp` where given, `layouts.strategy_as`)."""
+    strategy = strategy_as(facts.strategy, kind, tp if changes_tp(facts, tp) else None)
     if strategy is None or facts.tokens_per_step is None:
         return []
     rows = connection.execute(
@@ -449,37 +468,44 @@ def same_workload(
            WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
              AND coalesce(r.pp, 1) = ? AND s.step_time_us > 0
            ORDER BY r.run_id""",
-        [facts.study, facts.run_id, strategy, facts.tp or 1, facts.pp or 1],
+        [facts.study, facts.run_id, strategy, tp or facts.tp or 1, facts.pp or 1],
     ).fetchall()
     return [MeasuredRun(*row) for row in rows]
 
 
 def match_at(
-    workload: list[MeasuredRun], facts: RunFacts, world_size: int, weak_scaling: bool
+    workload: list[MeasuredRun], facts: RunFacts, world_size: int, weak_scaling: bool, tp: int | None = None
 ) -> MeasuredRun | None:
     """The measured run of `same_workload` at a world size with the tokens per step the projection
     assumes there (the run's own under strong scaling, grown with the data-parallel degree under
-    weak scaling); the first by run id, or None."""
-    layout = layout_for(facts, facts.world_size)
-    grow = (world_size // layout.model_parallel) / layout.dp if weak_scaling else 1.0
+    weak scaling; tp: the projected tensor-parallel degree); the first by run id, or None."""
+    layout = layout_for(facts, world_size, tp=tp)
+    grow = layout.dp_new / layout.dp if weak_scaling else 1.0
     tokens = round((facts.tokens_per_step or 0) * grow)
     return next((r for r in workload if r.world_size == world_size and r.tokens_per_step == tokens), None)
 
 
-def matches(workload: list[MeasuredRun], facts: RunFacts, weak_scaling: bool) -> dict[int, MeasuredRun]:
+def matches(
+    workload: list[MeasuredRun], facts: RunFacts, weak_scaling: bool, tp: int | None = None
+) -> dict[int, MeasuredRun]:
     """Every world size `match_at` finds a measured run at, with that run."""
-    sizes = {r.world_size for r in workload if r.world_size % ((facts.tp or 1) * (facts.pp or 1)) == 0}
-    found = (match_at(workload, facts, size, weak_scaling) for size in sizes)
+    split = (tp or facts.tp or 1) * (facts.pp or 1)
+    sizes = {r.world_size for r in workload if r.world_size % split == 0}
+    found = (match_at(workload, facts, size, weak_scaling, tp) for size in sizes)
     return {r.world_size: r for r in found if r is not None}
 
 
 def with_measured(
-    workload: list[MeasuredRun], facts: RunFacts, points: list[ProjectedPoint], weak_scaling: bool
+    workload: list[MeasuredRun],
+    facts: RunFacts,
+    points: list[ProjectedPoint],
+    weak_scaling: bool,
+    tp: int | None = None,
 ) -> list[ProjectedPoint]:
     """Each point beside the study's measured run of the same workload at its world size (`match_at`)."""
     out = []
     for p in points:
-        match = match_at(workload, facts, p.world_size, weak_scaling) if workload else None
+        match = match_at(workload, facts, p.world_size, weak_scaling, tp) if workload else None
         if p.measured_run_id is None and match is not None:
             p = replace(
                 p,
@@ -535,8 +561,8 @@ def project_study(
     each run's critical paths of its measured replay (critical_path_segments, op_slack_rows). One
     run that cannot be projected is a TracehouseError; across a study, each such run is left out
     and listed in the result's `failed` with its reason, and the others are projected.
-    `model_parallel`: the (tp, pp) a layout asks for; a run measured with others is not projected
-    (a change of tensor or pipeline parallelism is not projected yet). `changes_only`: project only
+    `model_parallel`: the (tp, pp) a layout asks for; a run measured with another pp, or another tp
+    than a run measured with tensor parallelism, is not projected (`same_split`). `changes_only`: project only
     the runs whose data-parallel kind the scenario changes (the others are left out, not failed)."""
     from tracehouse.pipeline.warehouse.database import connect
     from tracehouse.pipeline.warehouse.reading import open_reader
@@ -564,7 +590,7 @@ def project_study(
             try:
                 if changes_only:  # the measured run's paths were stored as it was projected
                     timeline = load_run(connection, study, run)
-                    graph = kind_changed(timeline, scenario.data_parallel)
+                    graph = layout_changed(connection, timeline, scenario.data_parallel, None)
                 else:
                     timeline, graph = paths.replay(connection, study, run)
                 same_split(timeline.facts, model_parallel)
@@ -599,7 +625,7 @@ def project_study(
     if any(r.as_kind is not None for r in results):
         swapped = [c for r in results if r.as_kind is not None for c in r.checks]
         results.band = with_layout_error(results.band, swapped)
-    results[:] = [with_band(r, results.band, scenario.data_parallel) for r in results]
+    results[:] = [with_band(r, results.band) for r in results]
     with connect(warehouse_dir) as connection:
         with transaction(connection):
             store_checks(connection, study, projected, checks)
@@ -645,14 +671,26 @@ def changes_kind(facts: RunFacts, kind: str | None) -> bool:
     return kind is not None and kind != data_parallel_kind(facts.strategy)
 
 
+def changes_tp(facts: RunFacts, tp: int | None) -> bool:
+    """Whether projecting the run with tensor-parallel degree `tp` changes it."""
+    return tp is not None and tp != (facts.tp or 1)
+
+
 def same_split(facts: RunFacts, model_parallel: tuple[int, int] | None) -> None:
-    """A TracehouseError where a layout asks for another tp or pp than the run measured."""
-    measured = (facts.tp or 1, facts.pp or 1)
-    if model_parallel is not None and model_parallel != measured:
+    """A TracehouseError where a layout asks for another pp than the run measured, or another tp
+    than a run measured with tensor parallelism (from a run without, `layout_changed` plans it)."""
+    if model_parallel is None:
+        return
+    tp, pp = model_parallel
+    if pp != (facts.pp or 1):
         raise TracehouseError(
-            f"the layout's tp={model_parallel[0]}, pp={model_parallel[1]} differ from the run's "
-            f"tp={measured[0]}, pp={measured[1]}: a change of tensor or pipeline parallelism is not "
-            "projected yet"
+            f"the layout's pp={pp} differs from the run's pp={facts.pp or 1}: a change of pipeline "
+            "parallelism is not projected yet"
+        )
+    if (facts.tp or 1) > 1 and tp != facts.tp:
+        raise TracehouseError(
+            f"the layout's tp={tp} differs from the run's tp={facts.tp}: a change of tensor parallelism is "
+            "projected from a run without it, not yet from one with another degree"
         )
 
 

@@ -30,6 +30,7 @@ from tracehouse.pipeline.common.comm_names import dtype_name, dtype_size
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.buckets import regrouped, step_groups
 from tracehouse.pipeline.projection.build import RunGraph
+from tracehouse.pipeline.projection.efficiency import split_factors
 from tracehouse.pipeline.projection.graph import Cost, Phase
 from tracehouse.pipeline.projection.layouts import data_parallel_kind
 from tracehouse.pipeline.projection.network import Link, NetworkModel, Placement, packed_hosts, place_group
@@ -56,10 +57,13 @@ class Scenario:
     device_memory: float | None = None  # bytes per device (None: the run's device's, projection/memory.py)
     bucket_bytes: float | None = None  # DDP's gradient buckets regrouped to this size (projection/buckets.py)
     data_parallel: str | None = None  # "ddp" or "fsdp": the data-parallel kind projected (None: the run's)
+    tensor_parallel: int | None = None  # the tensor-parallel degree projected (None: the run's)
 
     def __post_init__(self) -> None:
         if self.data_parallel not in (None, "ddp", "fsdp"):
             raise TracehouseError(f"data-parallel kind {self.data_parallel!r} is not ddp or fsdp")
+        if self.tensor_parallel is not None and self.tensor_parallel < 1:
+            raise TracehouseError("the tensor-parallel degree must be a positive integer")
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
             if not getattr(self, name) > 0:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
@@ -123,6 +127,8 @@ class Scenario:
             parts.append(f"bucket-{self.bucket_bytes / 1e6:g}MB")
         if self.data_parallel is not None:
             parts.append(f"as-{self.data_parallel}")
+        if self.tensor_parallel is not None:
+            parts.append(f"tp{self.tensor_parallel}")
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -160,6 +166,12 @@ class Scenario:
                 f"data parallelism as {self.data_parallel.upper()} (where the run's is the other kind: "
                 "its collectives planned, the measured data-parallel ones dropped)"
             )
+        if self.tensor_parallel is not None:
+            parts.append(
+                f"tensor parallelism of degree {self.tensor_parallel} (where the run has none: its matmul "
+                "and attention ops split, their time from the study's efficiency curves, the layers' "
+                "all-reduces and the logits' all-gather planned)"
+            )
         if self.ideal_network:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:
@@ -179,10 +191,25 @@ class Layout:
     model_parallel: int  # tp x pp
     dp_new: int
     kind_new: str | None = None  # "ddp" or "fsdp" projected (None: the measured run's)
+    tp: int = 1  # the measured tensor-parallel degree
+    tp_new: int | None = None  # the projected one where it differs (a run without tensor parallelism)
+
+    @property
+    def tp_target(self) -> int:
+        return self.tp_new or self.tp
+
+    @property
+    def changes_tp(self) -> bool:
+        return self.tp_target != self.tp
+
+    @property
+    def model_parallel_new(self) -> int:
+        """tp x pp projected."""
+        return self.model_parallel // self.tp * self.tp_target
 
     @property
     def world_size_new(self) -> int:
-        return self.dp_new * self.model_parallel
+        return self.dp_new * self.model_parallel_new
 
     @property
     def kind(self) -> str:
@@ -209,17 +236,19 @@ def layout_at_measured(layout: Layout) -> Layout:
     return replace(layout, dp_new=layout.dp)
 
 
-def layout_for(facts: RunFacts, world_size: int, kind: str | None = None) -> Layout:
-    """The projected layout: the world grows along data parallelism only, of data-parallel
-    `kind` (None: the run's own)."""
-    tp, pp = facts.tp or 1, facts.pp or 1
-    dp = facts.data_parallel
-    if world_size % (tp * pp):
+def layout_for(facts: RunFacts, world_size: int, kind: str | None = None, tp: int | None = None) -> Layout:
+    """The projected layout: the world grows along data parallelism, of data-parallel `kind`
+    (None: the run's own), with tensor-parallel degree `tp` (None: the run's own)."""
+    measured_tp, pp = facts.tp or 1, facts.pp or 1
+    tp_new = tp if tp is not None and tp != measured_tp else None
+    split = (tp_new or measured_tp) * pp
+    if world_size % split:
         raise TracehouseError(
-            f"world size {world_size} is not a multiple of the run's tp x pp = {tp * pp} "
+            f"world size {world_size} is not a multiple of the layout's tp x pp = {split} "
             f"({facts.study}/{facts.run_id})"
         )
-    return Layout(facts.strategy, facts.world_size, dp, tp * pp, world_size // (tp * pp), kind)
+    dp, dp_new = facts.data_parallel, world_size // split
+    return Layout(facts.strategy, facts.world_size, dp, measured_tp * pp, dp_new, kind, measured_tp, tp_new)
 
 
 @dataclass(frozen=True)
@@ -263,6 +292,7 @@ def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndar
     optimizer = (layout.dp if layout.measured_sharded else 1) / (
         layout.dp_new if layout.sharded_optimizer else 1
     )
+    optimizer *= layout.tp / layout.tp_target  # the parameters a rank holds
     phase_factor = np.where(g.phase == Phase.OPTIMIZER, optimizer, tokens)
     factor = np.ones(len(g.cost))
     factor[g.cost == Cost.COMPUTE_MATMUL] = 1.0 / (scenario.compute_speedup * scenario.matmul_speedup)
@@ -270,6 +300,8 @@ def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndar
     factor[g.cost == Cost.MEMORY] = 1.0 / scenario.memory_speedup
     compute_like = np.isin(g.cost, (Cost.COMPUTE_MATMUL, Cost.COMPUTE_OTHER, Cost.MEMORY))
     factor[compute_like] *= phase_factor[compute_like]
+    if layout.changes_tp:  # the split ops at their share of the FLOPs (efficiency.py)
+        factor *= split_factors(run.curves, g.split_class, g.split_flops, layout.tp / layout.tp_target)
     weights = g.fixed + g.base * factor
     if layout.changes_kind and layout.measured_sharded:  # FSDP as DDP: FSDP's own work is gone
         weights[g.phase == Phase.FSDP_HOOK] = 0.0
@@ -312,10 +344,13 @@ def instance_transfers(
     if layout.changes_kind:
         dims = [is_data_parallel(dim, layout) for dim in inst.dim]
         dropped[: len(dims)] = np.array(dims, dtype=bool) & ~run.planned[: len(dims)]
-    if scenario.ideal_network:
-        return Transfers(np.zeros_like(out), sources, dropped)
     tokens = tokens_factor(layout, scenario)
     targets = [_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
+    if layout.changes_tp:  # a data-parallel group of one rank at the new layout: no collective
+        alone = [dp and n_new == 1 for n_new, _, dp in targets]
+        dropped[: len(alone)] |= np.array(alone, dtype=bool)
+    if scenario.ideal_network:
+        return Transfers(np.zeros_like(out), sources, dropped)
 
     def timed(i: int, size: float) -> tuple[float, Link] | None:
         if network is None or size <= 0:
@@ -363,8 +398,9 @@ def _target(
     n = inst.group_size[i] or len(inst.members[i])
     data_parallel = is_data_parallel(inst.dim[i], layout)
     if data_parallel:
-        n_new = layout.world_size_new if inst.dim[i] == "world" else max(1, n * layout.dp_new // layout.dp)
-        size = float(inst.bytes[i] or 0)
+        whole = inst.dim[i] == "world" and not layout.changes_tp  # a new tp: the world is no dp group
+        n_new = layout.world_size_new if whole else max(1, n * layout.dp_new // layout.dp)
+        size = float(inst.bytes[i] or 0) * layout.tp / layout.tp_target  # the gradients a rank holds
     else:
         n_new, size = n, float(inst.bytes[i] or 0) * tokens
     return n_new, size * scenario.bytes_factor(inst.op[i], data_parallel, inst.dtype[i]), data_parallel
@@ -410,11 +446,14 @@ def group_ranks(ranks: list[int], dim: str, n_new: int, layout: Layout) -> list[
         return []
     ordered = sorted(set(ranks))
     if is_data_parallel(dim, layout):
-        stride = ordered[1] - ordered[0] if len(ordered) > 1 else layout.model_parallel
+        stride = ordered[1] - ordered[0] if len(ordered) > 1 else layout.model_parallel_new
         first = ordered[0]
         if first + (n_new - 1) * stride >= world:
             first %= stride
         return [first + j * stride for j in range(n_new)]
     if ordered[-1] >= world:
-        return sorted({rank % layout.model_parallel for rank in ordered})
+        return sorted({rank % layout.model_parallel_new for rank in ordered})
+    if len(ordered) < n_new:  # a planned tensor-parallel group (synthetic.py): consecutive ranks
+        first = ordered[0] - ordered[0] % n_new
+        return list(range(first, min(first + n_new, world)))
     return ordered

@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import polars as pl
+from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.projection.efficiency import CLASS_OF, SPLIT_CLASSES
 from tracehouse.pipeline.projection.layouts import data_parallel_kind
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, DTYPE_BYTES, RunTimeline
 
@@ -37,6 +39,7 @@ DDP_FIRST_BUCKET_BYTES = 1 << 20
 DDP_BUCKET_BYTES = 25 << 20
 FSDP_HOOKS = {"FSDP::pre_forward": "all_gather", "FSDP::pre_backward": "all_gather"}
 FSDP_REDUCE_HOOK = "FSDP::post_backward_reduce"
+MATMUL_NAMES = [name for name, code in CLASS_OF.items() if SPLIT_CLASSES[code] == "matmul"]
 # The strategies (tracehouse collect's) whose own data-parallel collectives are planned on a run with
 # one data-parallel rank: a tp run's replicas are DDP's. A pipeline run's are not: DDP reduces a
 # stage's gradients after its last micro-batch, which the work of the whole backward does not place.
@@ -45,13 +48,16 @@ PLANNED_STRATEGIES = ("ddp", "fsdp", "fsdp_tp", "tp")
 
 @dataclass(frozen=True)
 class Synthetic:
-    """One planned collective: what, how big, issued and awaited where (epoch ns)."""
+    """One planned collective: what, how big, issued and awaited where (epoch ns), its parallel
+    dimension and group size (None: the run's data-parallel degree)."""
 
     op: str
     bytes: int
     issue_ns: int
     wait_ns: int
     key: tuple
+    dim: str = "dp"
+    group_size: int | None = None
 
 
 def planned_collectives(
@@ -189,3 +195,66 @@ def _hook_unit(name: str) -> tuple[str, str]:
     """`FSDP::pre_forward (layers.0)` -> ("FSDP::pre_forward", "layers.0"); the root has no unit."""
     hook, _, rest = name.partition(" (")
     return hook, rest.removesuffix(")") if rest else ""
+
+
+# Tensor parallelism as tracehouse collect applies it to the reference Llama (collectors/parallel.py):
+# per block, in forward order, wq, wk, wv (column-parallel), wo (row-parallel), w1, w3 (column),
+# w2 (row); the output projection column-parallel with its logits gathered; the embedding
+# row-parallel. A row-parallel layer all-reduces its output in the forward; a column-parallel one
+# all-reduces its input's gradient in the backward, where the backward reaches the layers in
+# reverse order (w2, then w1 and w3 in either order; wo, then wq, wk and wv in any order).
+BLOCK_LINEARS = 7
+ROW_PARALLEL_FORWARD = (3, 6)  # wo, w2: their forward ends with an all-reduce
+COLUMN_PARALLEL_BACKWARD = (1, 2, 4, 5, 6)  # in backward order (w2, w1|w3, w1|w3, wo, wq|wk|wv x3)
+
+
+def planned_tp_collectives(t: RunTimeline, rank: int, steps: pl.DataFrame, tp_new: int) -> list[Synthetic]:
+    """The tensor-parallel collectives of one CPU rank of a run without tensor parallelism, as a
+    tp_new-way split of its reference Llama would issue them (each blocking: issued and awaited
+    where the layer's matmul ends): per step, the embedding's all-reduce where the first matmul
+    starts, an all-reduce after each row-parallel matmul, the logits' all-gather after the output
+    projection, and in the backward an all-reduce after each column-parallel layer's two matmuls.
+    Activations: tokens per data-parallel rank x d_model x the dtype's bytes. A step whose matmuls
+    are not the reference model's (7 per block and the output; twice that in the backward) is a
+    TracehouseError."""
+    f = t.facts
+    width = DTYPE_BYTES.get(f.dtype or "fp32")
+    if f.model is None or width is None or not f.tokens_per_step:
+        raise TracehouseError(
+            f"{f.study}/{f.run_id}: a change of tensor parallelism is planned for tracehouse's reference "
+            "Llama: its manifest needs a reference model_config, tokens_per_step and a known dtype"
+        )
+    layers = f.model.n_layers
+    tokens = f.tokens_per_step // f.data_parallel
+    hidden = tokens * f.model.d_model * width
+    logits = tokens * f.model.vocab_size * width
+    calls = t.split_ops.filter((pl.col("rank") == rank) & pl.col("name").is_in(MATMUL_NAMES))
+    out = []
+    for step, lo, hi in steps.select(["step", "start_ns", "end_ns"]).iter_rows():
+        inside = calls.filter((pl.col("start_ns") >= lo) & (pl.col("end_ns") <= hi))
+        forward = inside.filter(pl.col("phase") == "forward").select(["start_ns", "end_ns"]).rows()
+        backward = inside.filter(pl.col("phase") == "backward").select(["start_ns", "end_ns"]).rows()
+        expected = BLOCK_LINEARS * layers + 1
+        if (len(forward), len(backward)) != (expected, 2 * expected):
+            raise TracehouseError(
+                f"{f.study}/{f.run_id}: step {step} on rank {rank} has {len(forward)} forward and "
+                f"{len(backward)} backward matmuls, not the reference model's {expected} and {2 * expected} "
+                f"({layers} blocks of {BLOCK_LINEARS} and the output), so its tensor-parallel collectives "
+                "cannot be placed"
+            )
+        pairs = [backward[2 * i + 1][1] for i in range(expected)]  # each layer's second matmul ends
+        at = [("all_reduce", hidden, forward[0][0])]  # the embedding's output
+        at += [
+            ("all_reduce", hidden, forward[BLOCK_LINEARS * block + j][1])
+            for block in range(layers)
+            for j in ROW_PARALLEL_FORWARD
+        ]
+        at.append(("all_gather", logits, forward[-1][1]))
+        at.append(("all_reduce", hidden, pairs[0]))  # the output projection's input gradient
+        at += [
+            ("all_reduce", hidden, pairs[1 + BLOCK_LINEARS * block + j])
+            for block in range(layers)
+            for j in COLUMN_PARALLEL_BACKWARD
+        ]
+        out += [Synthetic(op, b, x, x, ("tp", step, n), "tp", tp_new) for n, (op, b, x) in enumerate(at)]
+    return out

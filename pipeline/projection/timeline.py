@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 from tracehouse.collectors.model_sizes import ModelConfig, fsdp_unit_params
 from tracehouse.pipeline.common.errors import WarehouseError
+from tracehouse.pipeline.projection.efficiency import CLASS_OF
 
 RUN_FILTER = "study = $study AND run_id = $run_id"
 # The parallel_dim values (comm_exposure) of process groups that grow with data parallelism: the
@@ -79,7 +80,7 @@ QUERIES = {
     # of the main thread that holds it (the latest started; ties: the one ending first).
     "cpu_compute": f"""
         WITH calls AS (
-            SELECT o.rank, o.ts_unix_ns AS start_ns, o.ts_unix_ns + o.dur_ns AS end_ns, o.name
+            SELECT o.rank, o.ts_unix_ns AS start_ns, o.ts_unix_ns + o.dur_ns AS end_ns, o.name, o.op_id
             FROM ops AS o
             JOIN cpu_main_threads AS m
                 ON m.study = o.study AND m.run_id = o.run_id AND m.rank = o.rank AND m.pid = o.pid
@@ -87,12 +88,23 @@ QUERIES = {
             WHERE o.{RUN_FILTER.replace(" AND ", " AND o.")} AND o.kind = 'cpu_op'
         )
         SELECT s.rank, s.start_ns, s.end_ns,
-               arg_max(c.name, struct_pack(started := c.start_ns, ends := -c.end_ns)) AS name
+               arg_max(c.name, struct_pack(started := c.start_ns, ends := -c.end_ns)) AS name,
+               arg_max(c.op_id, struct_pack(started := c.start_ns, ends := -c.end_ns)) AS op_id
         FROM cpu_compute_segments AS s
         LEFT JOIN calls AS c ON c.rank = s.rank AND c.start_ns <= s.start_ns AND c.end_ns >= s.end_ns
         WHERE s.{RUN_FILTER.replace(" AND ", " AND s.")}
         GROUP BY s.rank, s.start_ns, s.end_ns
         ORDER BY s.rank, s.start_ns""",
+    # The main-thread calls tensor parallelism would split (efficiency.SPLIT_CLASSES: matmul and
+    # attention with counted FLOPs), in order: where a change of tp places its collectives.
+    "split_ops": f"""
+        SELECT c.rank, c.op_id, c.name, c.phase, c.step, o.ts_unix_ns AS start_ns,
+               o.ts_unix_ns + o.dur_ns AS end_ns, c.counted_flops AS flops
+        FROM op_calls AS c
+        JOIN ops AS o ON o.study = c.study AND o.run_id = c.run_id AND o.rank = c.rank AND o.op_id = c.op_id
+        WHERE c.{RUN_FILTER.replace(" AND ", " AND c.")} AND NOT c.gpu_rank AND c.on_timeline
+          AND c.counted_flops > 0 AND c.name IN ({", ".join(f"'{name}'" for name in sorted(CLASS_OF))})
+        ORDER BY c.rank, o.ts_unix_ns""",
     "windows": f"""
         SELECT rank, step, window_start_unix_ns, window_us
         FROM step_breakdown WHERE {RUN_FILTER} ORDER BY rank, window_start_unix_ns""",
@@ -157,6 +169,7 @@ class RunFacts:
     dtype: str | None
     fsdp_units: dict[str, int]  # FSDP unit ("" the root) -> parameters (`manifest_units`)
     device_name: str | None = None  # as the manifest or the traces name it (hardware tables)
+    model: ModelConfig | None = None  # the manifest's model_config, where it is tracehouse's reference Llama
 
     @property
     def data_parallel(self) -> int:
@@ -177,6 +190,7 @@ class RunTimeline:
     fsdp_hooks: pl.DataFrame
     comm: pl.DataFrame
     cpu_compute: pl.DataFrame
+    split_ops: pl.DataFrame
     windows: pl.DataFrame
     offsets: pl.DataFrame
 
@@ -224,18 +238,25 @@ def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) ->
         raise WarehouseError(f"no run {study}/{run_id} in the warehouse")
     *facts, units, device, model = row[0]
     tp = facts[7] or 1
-    return RunFacts(*facts, fsdp_units=manifest_units(units, model, tp), device_name=device)
+    config = reference_model(model)
+    return RunFacts(*facts, fsdp_units=manifest_units(units, config, tp), device_name=device, model=config)
 
 
-def manifest_units(units: str | None, model_config: str | None, tp: int) -> dict[str, int]:
+def reference_model(model_config: str | None) -> ModelConfig | None:
+    """A manifest's `model_config` where it describes tracehouse's reference Llama, else None."""
+    try:
+        return ModelConfig(**json.loads(model_config or "null"))
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+
+
+def manifest_units(units: str | None, config: ModelConfig | None, tp: int) -> dict[str, int]:
     """Parameters per FSDP unit on one data-parallel rank: the manifest's `fsdp_units`, else those of
-    its `model_config` where it describes tracehouse's reference Llama (every block a unit, the
-    root the rest: collectors/model_sizes.py; split over tp as tracehouse collect does), else none."""
+    its reference model (`reference_model`: every block a unit, the root the rest:
+    collectors/model_sizes.py; split over tp as tracehouse collect does), else none."""
     stated = json.loads(units) if units else {}
     if stated:
         return stated
-    try:
-        config = ModelConfig(**json.loads(model_config or "null"))
-    except (TypeError, ValueError, ArithmeticError):  # no reference Llama
+    if config is None:
         return {}
     return {unit: params // tp for unit, params in fsdp_unit_params(config).items()}

@@ -92,7 +92,7 @@ def test_the_layout_error_is_the_worst_change_of_kind_at_the_run_s_own_size() ->
     ]
     widened = with_layout_error(band, checks)
     assert widened.layout_error == pytest.approx(abs(math.log(0.7)))  # b: 30 % short beats a's 30 % long
-    assert widened.layout_basis.startswith("study: 2 run(s) projected as the other data-parallel kind")
+    assert widened.layout_basis.startswith("study: 2 run(s) projected with a changed layout at their own")
     # a point that changes the kind: replay + rate x doublings + the layout error; others as before
     assert widened.factor(8, 2, 0.01, changes_kind=True) == pytest.approx(
         math.exp(0.01 + 0.2 + widened.layout_error)
@@ -156,7 +156,7 @@ def test_a_layout_s_points_name_it_and_sit_beside_the_kind_measured_there(as_fsd
     planned = json.loads(rows[1][3])["collectives"]["planned"]
     assert planned == {"all_gather": 15, "reduce_scatter": 9}  # 3 steps: 5 and 3 a step, as fsdp-ws2 issues
     band = json.loads(rows[1][3])["band"]
-    assert band["layout_basis"].startswith("study: 1 run(s) projected as the other data-parallel kind")
+    assert band["layout_basis"].startswith("study: 1 run(s) projected with a changed layout at their own")
     baseline = query(
         warehouse,
         "SELECT DISTINCT layout FROM projections "
@@ -168,8 +168,8 @@ def test_a_layout_s_points_name_it_and_sit_beside_the_kind_measured_there(as_fsd
 def test_a_layout_the_run_cannot_take_is_refused_with_the_reason(sample_warehouse: Path, capsys) -> None:
     common = ["project", "--warehouse", str(sample_warehouse), "--study", STUDY, "--run", "ddp-ws1"]
     capsys.readouterr()
-    assert main([*common, "--layout", "fsdp=2,tp=2"]) == 2
-    assert "a change of tensor or pipeline parallelism is not projected yet" in capsys.readouterr().err
+    assert main([*common, "--layout", "fsdp=2,pp=2"]) == 2
+    assert "a change of pipeline parallelism is not projected yet" in capsys.readouterr().err
     assert main([*common, "--layout", "fsdp=2", "dp=4"]) == 2
     assert "differ only in their data-parallel degree: fsdp=2, dp=4" in capsys.readouterr().err
     assert main([*common, "--layout", "fsdp=2", "--devices", "4"]) == 2
