@@ -16,6 +16,8 @@
    FSDP run as DDP at 1, 2 and 4 devices, and the tensor-parallel runs (tp=2) as the other kind at
    data-parallel degrees 1 and 2, against the run of that kind measured there, with the breakdown's
    components.
+7. Tensor parallelism added (`--layout ...,tp=2`): each sample DDP and FSDP run split over 2 ranks
+   at data-parallel degrees 1 and 2, against the tp run measured there (tp-ws2, fsdp_tp-ws4-tp2).
 
 Usage: python benchmarks/projection.py [--dir /tmp/projbench] [--skip-collect]
 """
@@ -212,22 +214,34 @@ def band_and_search(root: Path) -> None:
 
 
 def layout_change(root: Path) -> None:
+    print("\n6. a change of data-parallel kind (--layout) against the run of that kind measured there")
+    changes = [(run, "fsdp", (1, 2, 4)) for run in ("ddp-ws1", "ddp-ws2")]
+    changes += [(run, "dp", (1, 2, 4)) for run in ("fsdp-ws1", "fsdp-ws2")]
+    # tensor-parallel runs (tp=2) as the other kind: against the 2-rank tp-ws2 and the 4-rank
+    # fsdp_tp-ws4-tp2 (4 ranks on 2 cores: oversubscribed, its step time shows structure, not speed)
+    changes += [("tp-ws2", "fsdp", (1, 2), ",tp=2"), ("fsdp_tp-ws4-tp2", "dp", (1, 2), ",tp=2")]
+    layout_rows(root, changes)
+    print("\n7. tensor parallelism added (--layout ...,tp=2) against the tp run measured there")
+    changes = [(run, "dp", (1, 2), ",tp=2") for run in ("ddp-ws1", "ddp-ws2")]
+    changes += [(run, "fsdp", (1, 2), ",tp=2") for run in ("fsdp-ws1", "fsdp-ws2")]
+    layout_rows(root, changes)
+
+
+def layout_rows(root: Path, changes: list[tuple]) -> None:
+    """Each (run, kind, data-parallel degrees[, tp suffix]) projected to its layouts, beside the run
+    measured there: step time and the breakdown's components."""
     import duckdb
 
     warehouse = root / "identity"
     study = ["--warehouse", str(warehouse), "--study", "tiny-cpu-gloo"]
-    print("\n6. a change of data-parallel kind (--layout) against the run of that kind measured there")
     print(
         f"   {'run':<15} {'as':<11} {'measured by':<15} {'proj ms':>8} {'meas ms':>8} {'error':>8}"
         "   components: compute / exposed / other / idle, % of the step (error in points)"
     )
-    changes = [(run, kind, "", (1, 2, 4)) for run, kind in (("ddp-ws1", "fsdp"), ("ddp-ws2", "fsdp"))]
-    changes += [(run, "dp", "", (1, 2, 4)) for run in ("fsdp-ws1", "fsdp-ws2")]
-    # tensor-parallel runs (tp=2) as the other kind: against the 2-rank tp-ws2 and the 4-rank
-    # fsdp_tp-ws4-tp2 (4 ranks on 2 cores: oversubscribed, its step time shows structure, not speed)
-    changes += [("tp-ws2", "fsdp", ",tp=2", (1, 2)), ("fsdp_tp-ws4-tp2", "dp", ",tp=2", (1, 2))]
-    for run, kind, tp, degrees in changes:
-        tracehouse("project", *study, "--run", run, "--layout", *(f"{kind}={n}{tp}" for n in degrees))
+    for run, kind, degrees, *tp in changes:
+        name = f"bench-{kind}{''.join(tp)}"
+        layouts = [f"{kind}={n}{''.join(tp)}" for n in degrees]
+        tracehouse("project", *study, "--run", run, "--layout", *layouts, "--scenario", name)
         with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
             rows = con.execute(
                 """SELECT p.layout, p.measured_run_id, p.step_time_us / 1e3, p.measured_step_time_us / 1e3,
@@ -236,7 +250,7 @@ def layout_change(root: Path) -> None:
                    FROM projections p
                    JOIN scale_points s ON s.study = p.study AND s.run_id = p.measured_run_id
                    WHERE p.run_id = ? AND p.scenario = ? ORDER BY p.world_size""",
-                [run, "as-fsdp" if kind == "fsdp" else "as-ddp"],
+                [run, name],
             ).fetchall()
         for layout, other, projected, measured, fracs, measured_fracs in rows:
             parts = " / ".join(

@@ -91,7 +91,7 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | 
         else:
             b.edge(leave[i], nodes[i + 1], fixed=z - a, kind=Segment.HOST_GAP, phase=hook)
     index = {x: n for x, n in zip(instants, nodes, strict=True)}
-    _add_synthetic(ctx, rank, planned, instants, (nodes, leave))
+    _add_synthetic(ctx, rank, planned, instants, (nodes, leave), tp)
     rows = list(steps.select(["step", "start_ns", "end_ns"]).iter_rows())
     return RankWindows(
         rank,
@@ -127,18 +127,20 @@ def _add_synthetic(
     planned: list[Synthetic],
     instants: list[int],
     nodes: tuple[list[int], list[int]],
+    tp_new: int | None = None,
 ) -> None:
     """Each planned collective: a data-parallel instance whose members are the ranks that plan it
     (its measured transfer is zero), queued after the previous one on the rank, issued at its
     instant; the main thread leaves the instant it is awaited at (its issue instant when it blocks)
-    only once it ended. `nodes`: each instant's node and the node the main thread leaves it from."""
+    only once it ended. `nodes`: each instant's node and the node the main thread leaves it from;
+    `tp_new`: the tensor-parallel degree planned, which sets the data-parallel groups."""
     b = ctx.b
     facts = ctx.timeline.facts
     previous_end: dict[str, int] = {}  # per parallel dimension: its queue's last planned end
     for item in sorted(planned, key=lambda p: p.issue_ns):
         # its group (synthetic.py): a tensor-parallel one of consecutive ranks, a data-parallel
-        # one of the ranks holding the same tensor-parallel shard
-        tp = item.group_size if item.dim == "tp" else facts.tp or 1
+        # one of the ranks holding the same tensor-parallel shard (at tp_new where it is planned)
+        tp = item.group_size if item.dim == "tp" else tp_new or facts.tp or 1
         group = rank // tp if item.dim == "tp" else rank % tp
         issue = nodes[0][bisect_left(instants, item.issue_ns)]
         wait = nodes[1][bisect_left(instants, max(item.issue_ns, item.wait_ns))]

@@ -70,7 +70,13 @@ from tracehouse.pipeline.projection.scenario import (
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
-from tracehouse.pipeline.projection.timeline import RunFacts, RunTimeline, load_run, run_facts
+from tracehouse.pipeline.projection.timeline import (
+    RunFacts,
+    RunTimeline,
+    load_run,
+    reference_model,
+    run_facts,
+)
 from tracehouse.pipeline.projection.unknowns import (
     batch_flag,
     data_parallel_gap,
@@ -160,8 +166,8 @@ def project_run(
         return scenario_times(run_id, run, layout, scenario.measurable(), network, hosts, interference)
 
     checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
-    changed = [kind] if changes_kind(facts, kind) else []
-    changed += [f"tp={tp}"] if changes_tp(facts, tp) else []
+    changed = [f"tp={tp}"] if changes_tp(facts, tp) else []
+    changed[:0] = [kind] if kind is not None and (changed or changes_kind(facts, kind)) else []
     as_layout = ",".join(map(str, changed)) or None
     return RunProjection(
         facts, identity, points, notes=notes, refused=refused, checks=checks, as_kind=as_layout
@@ -562,8 +568,9 @@ def project_study(
     run that cannot be projected is a TracehouseError; across a study, each such run is left out
     and listed in the result's `failed` with its reason, and the others are projected.
     `model_parallel`: the (tp, pp) a layout asks for; a run measured with another pp, or another tp
-    than a run measured with tensor parallelism, is not projected (`same_split`). `changes_only`: project only
-    the runs whose data-parallel kind the scenario changes (the others are left out, not failed)."""
+    than a run measured with tensor parallelism, is not projected (`same_split`). `changes_only`:
+    project only the runs whose layout the scenario changes (`changes_layout`; the others are left
+    out, not failed)."""
     from tracehouse.pipeline.warehouse.database import connect
     from tracehouse.pipeline.warehouse.reading import open_reader
 
@@ -583,14 +590,15 @@ def project_study(
         if fits is None:
             fits = fit_study(connection, study, per_node, progress)
         for run in runs:
-            if changes_only and not changes_kind(run_facts(connection, study, run), scenario.data_parallel):
+            if changes_only and not changes_layout(run_facts(connection, study, run), scenario):
                 continue  # the caller projects it as measured
             if progress is not None:
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
                 if changes_only:  # the measured run's paths were stored as it was projected
                     timeline = load_run(connection, study, run)
-                    graph = layout_changed(connection, timeline, scenario.data_parallel, None)
+                    changed = (scenario.data_parallel, scenario.tensor_parallel)
+                    graph = layout_changed(connection, timeline, *changed)
                 else:
                     timeline, graph = paths.replay(connection, study, run)
                 same_split(timeline.facts, model_parallel)
@@ -646,24 +654,58 @@ def with_other_kinds(
     **options: Any,
 ) -> Projections:
     """`results` (a study projected as measured) and every run of the study projected as the other
-    data-parallel kind (DDP runs as FSDP, FSDP runs as DDP), as `project_study` with `options`
-    projected them: what `--search` ranks. Each kind's points are stored under the scenario's name
-    with `+as-<kind>` (the scenario's own short name when none is given); a run that cannot be
-    projected so is in `failed`, as "<run> as <kind>"."""
+    data-parallel kind (DDP runs as FSDP, FSDP runs as DDP) and, where it has no tensor
+    parallelism, split over each degree of TP_DEGREES that its study's models allow, as each kind,
+    as `project_study` with `options` projected them: what `--search` ranks. Each layout's points
+    are stored under the scenario's name with `+as-<kind>` (and `+tp<N>`; the scenario's own short
+    name when none is given); a run that cannot be projected so is in `failed`, as "<run> as <kind>"
+    (or "<run> as <kind>,tp=<N>")."""
+    from tracehouse.pipeline.warehouse.reading import open_reader
+
     out = Projections(results, failed=results.failed)
-    for kind in ("ddp", "fsdp"):
-        as_kind = replace(scenario, data_parallel=kind)
-        own = as_kind.short_name(options.get("network_file"))
-        name = f"{scenario_name}+as-{kind}" if scenario_name else own
-        found = project_study(
-            warehouse_dir, run_id=None, scenario=as_kind, scenario_name=name, changes_only=True, **options
-        )
-        out.extend(found)
-        out.failed.update({f"{run} as {kind}": why for run, why in found.failed.items()})
-        out.power_w.update(found.power_w)
+    with open_reader(warehouse_dir) as connection:
+        degrees = tp_degrees(connection, options["study"])
+    for tp in (None, *degrees):
+        for kind in ("ddp", "fsdp"):
+            changed = replace(scenario, data_parallel=kind, tensor_parallel=tp)
+            own = changed.short_name(options.get("network_file"))
+            split = f"+tp{tp}" if tp else ""
+            name = f"{scenario_name}+as-{kind}{split}" if scenario_name else own
+            found = project_study(
+                warehouse_dir, run_id=None, scenario=changed, scenario_name=name, changes_only=True, **options
+            )
+            out.extend(found)
+            label = f"{kind},tp={tp}" if tp else kind
+            out.failed.update({f"{run} as {label}": why for run, why in found.failed.items()})
+            out.power_w.update(found.power_w)
     out.power_w.update(results.power_w)
     out.interference, out.band = results.interference, results.band
     return out
+
+
+# The tensor-parallel degrees `with_other_kinds` tries (within a node of 8 devices).
+TP_DEGREES = (2, 4, 8)
+
+
+def tp_degrees(connection: duckdb.DuckDBPyConnection, study: str) -> list[int]:
+    """The degrees of TP_DEGREES that split the reference model of some run of the study without
+    tensor parallelism (its heads, key-value heads, feed-forward width and vocabulary)."""
+    rows = connection.execute(
+        """SELECT m.model_config FROM runs AS r JOIN run_manifests AS m USING (study, run_id)
+           WHERE r.study = ? AND coalesce(r.tp, 1) = 1""",
+        [study],
+    ).fetchall()
+    models = [m for (text,) in rows if (m := reference_model(text)) is not None]
+    sizes = [(m.n_heads, m.n_kv_heads, m.ffn_hidden, m.vocab_size) for m in models]
+    return [tp for tp in TP_DEGREES if any(all(n % tp == 0 for n in size) for size in sizes)]
+
+
+def changes_layout(facts: RunFacts, scenario: Scenario) -> bool:
+    """Whether the scenario's layout is another than the run's: tp added where it sets one, else
+    the other data-parallel kind."""
+    if scenario.tensor_parallel is not None:
+        return changes_tp(facts, scenario.tensor_parallel)
+    return changes_kind(facts, scenario.data_parallel)
 
 
 def changes_kind(facts: RunFacts, kind: str | None) -> bool:

@@ -117,7 +117,7 @@ class RunProjection:
     notes: list[str] = field(default_factory=list)  # what the projection leaves out, in words
     refused: dict[int, str] = field(default_factory=dict)  # world size -> why not projected
     checks: list[Check] = field(default_factory=list)  # against the study's other measured runs (band.py)
-    as_kind: str | None = None  # "ddp" or "fsdp" where projected as the other data-parallel kind
+    as_kind: str | None = None  # the layout changed: "fsdp" (as the other kind), "ddp,tp=2" (tp added), ...
 
     @property
     def label(self) -> str:

@@ -243,8 +243,9 @@ def layout_for(facts: RunFacts, world_size: int, kind: str | None = None, tp: in
     tp_new = tp if tp is not None and tp != measured_tp else None
     split = (tp_new or measured_tp) * pp
     if world_size % split:
+        whose = "the layout's" if tp_new else "the run's"
         raise TracehouseError(
-            f"world size {world_size} is not a multiple of the layout's tp x pp = {split} "
+            f"world size {world_size} is not a multiple of {whose} tp x pp = {split} "
             f"({facts.study}/{facts.run_id})"
         )
     dp, dp_new = facts.data_parallel, world_size // split

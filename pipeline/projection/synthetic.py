@@ -17,7 +17,11 @@ instance, which they wait for.
   `FSDP::pre_forward` hook and awaited at the hook's end, again at its `FSDP::pre_backward` hook for
   every unit but the root (which FSDP keeps unsharded), and a reduce-scatter of its gradients issued
   at its `FSDP::post_backward_reduce` hook, awaited where the backward ends. Where it shows none (a
-  DDP run planned as FSDP), the hooks are placed by work: the root's all-gather where the forward
+  DDP run planned as FSDP) and its matmuls are the reference Llama's, they are placed at its layers:
+  the root's all-gather where the step starts, each block's before its first matmul (wq) in
+  the forward and before its first (w2's) in the backward, each awaited where issued; each block's
+  reduce-scatter when its last matmul of the backward ends, the root's where the backward ends, all
+  awaited there. Otherwise they are placed by work: the root's all-gather where the forward
   starts; each block's when the forward has done the blocks before it (work in proportion to the
   parameters, the blocks in order, the root's last: its output projection), and again in the
   backward when the work after it is done (the root's first), awaited where issued; each block's
@@ -85,7 +89,8 @@ def planned_collectives(
     if kind == "fsdp" and f.fsdp_units:
         units = {u: n * width for u, n in f.fsdp_units.items()}
         if t.fsdp_hooks.filter(pl.col("rank") == rank).is_empty():
-            return _fsdp_by_work(t, rank, segments, steps, units)
+            by_layers = _fsdp_by_layers(t, rank, steps, units)
+            return by_layers if by_layers is not None else _fsdp_by_work(t, rank, segments, steps, units)
         return _fsdp_collectives(t, rank, steps, units)
     return []
 
@@ -181,6 +186,66 @@ def _fsdp_by_work(t, rank, segments, steps, unit_bytes: dict[str, int]) -> list[
     return out
 
 
+def _fsdp_by_layers(t, rank, steps, unit_bytes: dict[str, int]) -> list[Synthetic] | None:
+    """FSDP's collectives on a trace of the reference Llama without FSDP's hooks, placed at its
+    layers' matmuls (module docstring); None where the units or matmuls are not the reference
+    model's (each block a unit `layers.<i>`, 7 matmuls a block and the output; twice that in the
+    backward)."""
+    f = t.facts
+    blocks = sorted((u for u in unit_bytes if u), key=_unit_order)
+    if f.model is None or blocks != [f"layers.{i}" for i in range(f.model.n_layers)]:
+        return None
+    try:
+        layers = reference_matmuls(t, rank, steps)
+    except TracehouseError:
+        return None
+    root = unit_bytes.get("", 0)
+    starts = dict(steps.select(["step", "start_ns"]).iter_rows())
+    out = []
+    for step, forward, backward, (_, hi) in layers:
+
+        def planned(op: str, unit: str, at: int, wait: int, where: str, step: int = step) -> Synthetic:
+            return Synthetic(op, unit_bytes[unit], at, wait, ("fsdp", step, where, unit))
+
+        if root:
+            out.append(planned("all_gather", "", starts[step], starts[step], "forward"))
+        for i, unit in enumerate(blocks):
+            at = forward[BLOCK_LINEARS * i][0]  # before its wq
+            out.append(planned("all_gather", unit, at, at, "forward"))
+        for k, unit in enumerate(reversed(blocks)):  # the backward reaches the last block first
+            first = 2 * (1 + BLOCK_LINEARS * k)  # its w2's first matmul (after the output's two)
+            out.append(planned("all_gather", unit, backward[first][0], backward[first][0], "backward"))
+            ready = backward[first + 2 * BLOCK_LINEARS - 1][1]  # its last layer's second matmul ends
+            out.append(planned("reduce_scatter", unit, ready, hi, "reduce"))
+        if root:
+            out.append(planned("reduce_scatter", "", hi, hi, "reduce"))
+    return out
+
+
+def reference_matmuls(t: RunTimeline, rank: int, steps: pl.DataFrame) -> list[tuple]:
+    """Per step of the rank: (step, forward matmuls, backward matmuls, the backward's span), each
+    matmul (start, end), where they are the reference Llama's (7 a block and the output; twice that
+    in the backward); else a TracehouseError saying what the step has."""
+    f = t.facts
+    layers = f.model.n_layers
+    calls = t.split_ops.filter((pl.col("rank") == rank) & pl.col("name").is_in(MATMUL_NAMES))
+    spans = {step: (lo, hi) for step, lo, hi in _backward_spans(t, rank, steps)}
+    out = []
+    for step, lo, hi in steps.select(["step", "start_ns", "end_ns"]).iter_rows():
+        inside = calls.filter((pl.col("start_ns") >= lo) & (pl.col("end_ns") <= hi))
+        forward = inside.filter(pl.col("phase") == "forward").select(["start_ns", "end_ns"]).rows()
+        backward = inside.filter(pl.col("phase") == "backward").select(["start_ns", "end_ns"]).rows()
+        expected = BLOCK_LINEARS * layers + 1
+        if (len(forward), len(backward)) != (expected, 2 * expected) or step not in spans:
+            raise TracehouseError(
+                f"{f.study}/{f.run_id}: step {step} on rank {rank} has {len(forward)} forward and "
+                f"{len(backward)} backward matmuls, not the reference model's {expected} and {2 * expected} "
+                f"({layers} blocks of {BLOCK_LINEARS} and the output)"
+            )
+        out.append((step, forward, backward, spans[step]))
+    return out
+
+
 def _unit_order(unit: str) -> tuple:
     """Blocks in model order: `layers.10` after `layers.9` (numbers compared as numbers)."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in unit.split("."))
@@ -224,24 +289,24 @@ def planned_tp_collectives(t: RunTimeline, rank: int, steps: pl.DataFrame, tp_ne
             f"{f.study}/{f.run_id}: a change of tensor parallelism is planned for tracehouse's reference "
             "Llama: its manifest needs a reference model_config, tokens_per_step and a known dtype"
         )
+    sizes = {"heads": f.model.n_heads, "kv heads": f.model.n_kv_heads, "ffn_hidden": f.model.ffn_hidden}
+    sizes["vocab"] = f.model.vocab_size
+    uneven = [f"{name} {n}" for name, n in sizes.items() if n % tp_new]
+    if uneven:
+        raise TracehouseError(
+            f"{f.study}/{f.run_id}: tp={tp_new} does not divide its model's {', '.join(uneven)}"
+        )
     layers = f.model.n_layers
     tokens = f.tokens_per_step // f.data_parallel
     hidden = tokens * f.model.d_model * width
     logits = tokens * f.model.vocab_size * width
-    calls = t.split_ops.filter((pl.col("rank") == rank) & pl.col("name").is_in(MATMUL_NAMES))
     out = []
-    for step, lo, hi in steps.select(["step", "start_ns", "end_ns"]).iter_rows():
-        inside = calls.filter((pl.col("start_ns") >= lo) & (pl.col("end_ns") <= hi))
-        forward = inside.filter(pl.col("phase") == "forward").select(["start_ns", "end_ns"]).rows()
-        backward = inside.filter(pl.col("phase") == "backward").select(["start_ns", "end_ns"]).rows()
+    try:
+        matmuls = reference_matmuls(t, rank, steps)
+    except TracehouseError as exc:
+        raise TracehouseError(f"{exc}, so its tensor-parallel collectives cannot be placed") from None
+    for step, forward, backward, _ in matmuls:
         expected = BLOCK_LINEARS * layers + 1
-        if (len(forward), len(backward)) != (expected, 2 * expected):
-            raise TracehouseError(
-                f"{f.study}/{f.run_id}: step {step} on rank {rank} has {len(forward)} forward and "
-                f"{len(backward)} backward matmuls, not the reference model's {expected} and {2 * expected} "
-                f"({layers} blocks of {BLOCK_LINEARS} and the output), so its tensor-parallel collectives "
-                "cannot be placed"
-            )
         pairs = [backward[2 * i + 1][1] for i in range(expected)]  # each layer's second matmul ends
         at = [("all_reduce", hidden, forward[0][0])]  # the embedding's output
         at += [

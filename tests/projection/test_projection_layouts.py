@@ -245,7 +245,9 @@ def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
     both = tracehouse.project(warehouse, study=STUDY, world_sizes=[8], other_kinds=True)
     labels = {r.label for r in both}
     assert {"ddp-ws2", "ddp-ws2 as fsdp", "fsdp-ws2", "fsdp-ws2 as ddp"} <= labels
-    assert list(both.failed) == ["pp-ws2 as fsdp"]  # tp-ws2 as fsdp: fsdp=1,tp=2, its groups of one rank
+    # tp-ws2 as fsdp: fsdp=1,tp=2, its groups of one rank; every run without tp also with tp=2
+    assert sorted(both.failed) == ["pp-ws2 as ddp,tp=2", "pp-ws2 as fsdp", "pp-ws2 as fsdp,tp=2"]
+    assert {r.label for r in both} >= {"ddp-ws2 as ddp,tp=2", "ddp-ws4 as fsdp,tp=2", "fsdp-ws1 as ddp,tp=2"}
     ranking = both.ranking(8)
     assert {(c.run_id, c.layout) for c in ranking.candidates} >= {("ddp-ws2", "dp=8"), ("ddp-ws2", "fsdp=8")}
     # what a notebook shows as text: each run by its label, the ranking in one line, plain floats
@@ -259,7 +261,7 @@ def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
     swapped = next(r for r in both if r.label == "ddp-ws2 as fsdp")
     assert repr(swapped).startswith(f"<RunProjection {STUDY}/ddp-ws2 as fsdp: measured at 2 device(s)")
     scenarios = query(warehouse, "SELECT DISTINCT scenario FROM projections ORDER BY 1")
-    assert scenarios == [("as-ddp",), ("as-fsdp",), ("baseline",)]
+    assert scenarios == [("as-ddp",), ("as-ddp+tp2",), ("as-fsdp",), ("as-fsdp+tp2",), ("baseline",)]
     with pytest.raises(TracehouseError, match="leave out run and layout"):
         tracehouse.project(warehouse, study=STUDY, run="ddp-ws2", world_sizes=[8], other_kinds=True)
 

@@ -153,3 +153,39 @@ def test_a_change_of_kind_joins_each_planned_collective_across_ranks_and_keeps_t
     assert {run.instances.group_size[i] for i in planned} == {2}
     own = identity_check(build_run_graph(t), t.measured_windows())
     assert identity_check(run, t.measured_windows()) == own  # the replay of the measurement, as it was
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_fsdp_placed_at_the_layers_sits_where_fsdp_s_own_hooks_ran(warehouse: Path, rank: int) -> None:
+    """fsdp-ws2 shows FSDP's hooks: its collectives placed at its layers' matmuls, as a trace without
+    them gets them, lie where the hooks ran (a block's all-gathers within 1 ms after its pre-forward
+    or pre-backward hook ends, before its first matmul; its reduce-scatter within 1.5 ms of its
+    post-backward hook)."""
+    from tracehouse.pipeline.projection.synthetic import _fsdp_by_layers, _hook_unit
+
+    with open_reader(warehouse) as con:
+        t = load_run(con, STUDY, "fsdp-ws2")
+    steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
+    planned = _fsdp_by_layers(t, rank, steps, {unit: 4 * n for unit, n in t.facts.fsdp_units.items()})  # fp32
+    assert planned is not None and _per_step(planned) == _measured_per_step(warehouse, "fsdp-ws2")
+    hooks = t.fsdp_hooks.filter(pl.col("rank") == rank).select(["name", "start_ns", "end_ns"]).rows()
+    hook_of = {
+        "forward": "FSDP::pre_forward",
+        "backward": "FSDP::pre_backward",
+        "reduce": "FSDP::post_backward_reduce",
+    }
+    checked = 0
+    for p in planned:
+        _, step, where, unit = p.key
+        if not unit:
+            continue  # the root's: at the step's start and the backward's end
+        lo, hi = steps.filter(pl.col("step") == step).select(["start_ns", "end_ns"]).row(0)
+        ran = [(s, e) for name, s, e in hooks if _hook_unit(name) == (hook_of[where], unit) and lo <= s < hi]
+        assert len(ran) == 1, (step, where, unit)
+        start, end = ran[0]
+        if where == "reduce":
+            assert abs(p.issue_ns - start) <= 1_500_000
+        else:
+            assert 0 <= p.issue_ns - end <= 1_000_000
+        checked += 1
+    assert checked == 3 * 2 * 3  # 3 steps, 2 blocks, an all-gather forward and backward and a reduce-scatter

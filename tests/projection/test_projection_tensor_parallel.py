@@ -133,7 +133,7 @@ def test_a_class_without_a_curve_scales_with_its_flops() -> None:
 
 def test_the_point_names_its_layout_and_sits_beside_the_tp_run(projected: tuple[Path, list]) -> None:
     _, (run,) = projected
-    assert run.label == "ddp-ws2 as tp=2"
+    assert run.label == "ddp-ws2 as ddp,tp=2"
     assert [(p.world_size, p.layout, p.measured_run_id) for p in run.points] == [
         (2, "dp=1,tp=2", "tp-ws2"),
         (4, "dp=2,tp=2", None),
@@ -156,3 +156,6 @@ def test_a_change_of_tp_the_run_cannot_take_is_refused_with_the_reason(sample_wa
         tracehouse.project(sample_warehouse, study=STUDY, run="tp-ws2", layout="dp=1,tp=4")
     with pytest.raises(TracehouseError, match="a change of pipeline parallelism is not projected yet"):
         tracehouse.project(sample_warehouse, study=STUDY, run="pp-ws2", layout="dp=1,tp=2")
+    with pytest.raises(TracehouseError) as uneven:  # 2 key-value heads cannot be split 4 ways
+        tracehouse.project(sample_warehouse, study=STUDY, run="ddp-ws1", layout="dp=1,tp=4")
+    assert str(uneven.value) == f"{STUDY}/ddp-ws1: tp=4 does not divide its model's kv heads 2"
