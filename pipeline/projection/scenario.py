@@ -11,7 +11,11 @@
   collectives keep their bytes (DDP's gradient all-reduce; FSDP's all-gather and reduce-scatter of
   each unit, recorded at the unit's full size) and span the new data-parallel degree; tensor- and
   pipeline-parallel collectives keep their group and carry activations, which follow the tokens
-  per device. Host gaps and launch delays never change.
+  per device. Host gaps and launch delays never change;
+* tensor parallelism added to a run without it (`tensor_parallel`): the split ops (matmul,
+  attention) at 1/tp of their FLOPs, timed by the study's efficiency curves (efficiency.py); the
+  gradients, optimizer work and data-parallel bytes a rank holds / tp; the layers' collectives
+  planned (synthetic.py) and timed at tp ranks.
 
 Each collective's level (intra- or inter-node) comes from where its group sits, never from its
 size: at the measured layout from the ranks' hosts (traces), else on the projected (dp, tp x pp)
@@ -183,7 +187,7 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Layout:
-    """The measured run's degrees, the projected data-parallel degree and kind."""
+    """The measured run's degrees, the projected data-parallel degree and kind, and tp."""
 
     strategy: str | None
     world_size: int
