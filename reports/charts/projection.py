@@ -56,13 +56,15 @@ def hint(warehouse: str, study: str) -> str:
 
 def projected_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
     """One row per projected point (run, scenario, world size), with its curve name and the strategy
-    of its layout: a DDP run projected as FSDP stands with the FSDP runs."""
+    of its layout: a DDP run projected as FSDP stands with the FSDP runs, split over tp ranks with
+    the tp runs."""
     rows = frame(con, PROJECTED, study)
-    kinds = {text: parse_layout(text).kind for text in rows["layout"].drop_nulls().unique()}
+    specs = {text: parse_layout(text) for text in rows["layout"].drop_nulls().unique()}
     strategies = [
-        strategy_as(strategy, kinds.get(text)) or strategy
+        strategy_as(strategy, spec.kind, spec.tp) if (spec := specs.get(text)) else strategy
         for strategy, text in zip(rows["strategy"], rows["layout"], strict=True)
     ]
+    strategies = [new or old for new, old in zip(strategies, rows["strategy"], strict=True)]
     rows = rows.with_columns(pl.Series("strategy", strategies, dtype=pl.String))
     several = rows["scenario"].n_unique() > 1
     name = pl.col("run_id") + " · " + pl.col("scenario") if several else pl.col("run_id")

@@ -310,14 +310,15 @@ def test_the_section_ranks_the_layouts_at_the_largest_size_where_one_is_runnable
     assert points and sentence in html.unescape(points.group(1))
 
 
-def test_a_run_projected_as_the_other_kind_stands_with_that_kinds_runs(
+def test_a_run_projected_with_another_layout_stands_with_that_layouts_runs(
     projected: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "warehouse"
     shutil.copytree(projected, target)
-    tracehouse(
-        "project", "--warehouse", str(target), "--study", STUDY, "--run", "ddp-ws2", "--layout", "fsdp=4"
-    )
+    for layout in ("fsdp=4", "dp=1,tp=2"):
+        tracehouse(
+            "project", "--warehouse", str(target), "--study", STUDY, "--run", "ddp-ws2", "--layout", layout
+        )
     connection = open_warehouse(target)
     try:
         rows = charts_projection.projected_rows(connection, STUDY)
@@ -328,7 +329,12 @@ def test_a_run_projected_as_the_other_kind_stands_with_that_kinds_runs(
         scenario: set(group["strategy"])
         for (scenario,), group in rows.filter(run_id="ddp-ws2").group_by("scenario")
     }
-    assert by_scenario == {"baseline": {"ddp"}, "compute-x2": {"ddp"}, "as-fsdp": {"fsdp"}}
+    assert by_scenario == {
+        "baseline": {"ddp"},
+        "compute-x2": {"ddp"},
+        "as-fsdp": {"fsdp"},
+        "as-ddp+tp2": {"tp"},  # split over 2 ranks: with the tp runs
+    }
     (dataset,) = [d for d in chart["datasets"].values() if any("curve" in r for r in d)]
     panels = {r["curve"]: r["strategy"] for r in dataset if r.get("source") == "projected"}
     assert panels["ddp-ws2 · as-fsdp"] == "fsdp" and panels["ddp-ws2 · baseline"] == "ddp"
