@@ -655,11 +655,11 @@ def with_other_kinds(
 ) -> Projections:
     """`results` (a study projected as measured) and every run of the study projected as the other
     data-parallel kind (DDP runs as FSDP, FSDP runs as DDP) and, where it has no tensor
-    parallelism, split over each degree of TP_DEGREES that its study's models allow, as each kind,
-    as `project_study` with `options` projected them: what `--search` ranks. Each layout's points
-    are stored under the scenario's name with `+as-<kind>` (and `+tp<N>`; the scenario's own short
-    name when none is given); a run that cannot be projected so is in `failed`, as "<run> as <kind>"
-    (or "<run> as <kind>,tp=<N>")."""
+    parallelism nor pipeline parallelism, split over each degree of TP_DEGREES that its study's
+    models allow, as each kind, as `project_study` with `options` projected them: what `--search`
+    ranks. Each layout's points are stored under the scenario's name with `+as-<kind>` (and
+    `+tp<N>`; the scenario's own short name when none is given); a run that cannot be projected so
+    is in `failed`, as "<run> as <kind>" (or "<run> as <kind>,tp=<N>")."""
     from tracehouse.pipeline.warehouse.reading import open_reader
 
     out = Projections(results, failed=results.failed)
@@ -701,10 +701,11 @@ def tp_degrees(connection: duckdb.DuckDBPyConnection, study: str) -> list[int]:
 
 
 def changes_layout(facts: RunFacts, scenario: Scenario) -> bool:
-    """Whether the scenario's layout is another than the run's: tp added where it sets one, else
-    the other data-parallel kind."""
+    """Whether the scenario's layout is another than the run's that it can take: tp added to a run
+    with neither tensor nor pipeline parallelism where it sets one, else the other data-parallel kind."""
     if scenario.tensor_parallel is not None:
-        return changes_tp(facts, scenario.tensor_parallel)
+        plain = (facts.tp or 1) == 1 and (facts.pp or 1) == 1
+        return plain and changes_tp(facts, scenario.tensor_parallel)
     return changes_kind(facts, scenario.data_parallel)
 
 
