@@ -211,7 +211,7 @@ def layout_changed(
         run = build_run_graph(timeline, kind, tp)
     except GraphCycleError:
         raise TracehouseError(
-            f"{name}: its collectives {what}, planned by work, would be awaited on some rank in another "
+            f"{name}: its collectives {what}, as planned, would be awaited on some rank in another "
             "order than its measured collectives (a cycle in the replay graph), so it cannot be projected so"
         ) from None
     if kind is not None and not run.planned.any():
