@@ -227,6 +227,8 @@ def reference_matmuls(t: RunTimeline, rank: int, steps: pl.DataFrame) -> list[tu
     matmul (start, end), where they are the reference Llama's (7 a block and the output; twice that
     in the backward); else a TracehouseError saying what the step has."""
     f = t.facts
+    if f.model is None:
+        raise TracehouseError(f"{f.study}/{f.run_id}: its manifest gives no reference model_config")
     layers = f.model.n_layers
     calls = t.split_ops.filter((pl.col("rank") == rank) & pl.col("name").is_in(MATMUL_NAMES))
     spans = {step: (lo, hi) for step, lo, hi in _backward_spans(t, rank, steps)}
