@@ -192,7 +192,11 @@ def layout_changed(
             f"be projected as {kind}"
         )
     if timeline.gpu_ranks:
-        change = f"a change of data-parallel kind ({facts.strategy} as {kind})" if kind else "a change of tp"
+        change = (
+            f"a change of data-parallel kind ({facts.strategy} as {kind})"
+            if kind
+            else f"a change of tensor parallelism (tp={tp})"
+        )
         raise TracehouseError(f"{name}: {change} is planned on CPU (gloo) ranks only, not yet on GPU ranks")
     if (facts.pp or 1) > 1:
         planned = (
