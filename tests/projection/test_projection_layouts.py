@@ -281,6 +281,12 @@ def test_a_gpu_run_or_one_without_a_strategy_is_not_projected_as_the_other_kind(
         "pub/stated: a change of data-parallel kind (ddp as fsdp) is planned on CPU (gloo) ranks only, "
         "not yet on GPU ranks"
     )
+    with pytest.raises(TracehouseError) as split:
+        tracehouse.project(tmp_path / "stated", study="pub", run="stated", layout="dp=1,tp=2")
+    assert str(split.value) == (
+        "pub/stated: a change of tensor parallelism (tp=2) is planned on CPU (gloo) ranks only, not yet on "
+        "GPU ranks"
+    )
     with pytest.raises(TracehouseError) as bare:
         tracehouse.project(tmp_path / "bare", study="pub", run="bare", layout="fsdp=2")
     assert str(bare.value) == (
