@@ -60,8 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--search",
         action="store_true",
-        help="also rank the study's measured layouts at each world size by projected tokens/s (with "
-        "their error band and tokens per joule where power was measured); needs every run (no --run)",
+        help="also rank the study's layouts at each world size by projected tokens/s (with their error "
+        "band and tokens per joule where power was measured): each run as measured, as the other "
+        "data-parallel kind and, without tp or pp, split over the tp degrees its model allows; needs "
+        "every run (no --run)",
     )
     p.add_argument(
         "--network",
