@@ -101,7 +101,9 @@ def test_layouts_that_do_not_fit_are_flagged_and_never_ranked(sample_warehouse: 
         assert need == pytest.approx(expected), (run, layout)
         assert (flag is not None and flag.startswith("does not fit: needs")) == (need > 5e6), (run, layout)
         own = sharded == strategy.startswith("fsdp")
-        labels[(run, layout)] = run if own else f"{run} as {'fsdp' if sharded else 'ddp'}"
+        kind = "fsdp" if sharded else "ddp"
+        split = tp == 2 and strategy not in ("tp", "fsdp_tp")  # tp added to a run without it
+        labels[(run, layout)] = f"{run} as {kind},tp=2" if split else run if own else f"{run} as {kind}"
     (search,) = shown["search"]
     ranked = {(c["run_id"], c["layout"]) for c in search["candidates"]}
     assert ranked == {(run, layout) for run, layout, need, *_ in rows if need <= 5e6} and ranked
