@@ -149,6 +149,8 @@ def project_run(
     described = scenario.describe(network)
     if interference is not None and not scenario.ideal_network:
         described += "; " + interference.describe()
+    if run.curves:  # what the split ops' times rest on (efficiency.py)
+        described += "; efficiency curves (" + "; ".join(c.describe() for c in run.curves.values()) + ")"
     words = (described, "; ".join(notes) or None)
     points = _points(facts, scenario_name, words, scenario.weak_scaling, replays, measured_step)
     peak = measured_peak(connection, facts.study, facts.run_id)

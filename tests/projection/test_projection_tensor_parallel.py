@@ -142,6 +142,7 @@ def test_the_point_names_its_layout_and_sits_beside_the_tp_run(projected: tuple[
     at_two = run.points[0]
     assert at_two.exposed_comm_tp_frac > 0.2  # the layers' all-reduces, each blocking
     assert "tensor parallelism of degree 2" in at_two.assumptions
+    assert "efficiency curves (matmul: " in at_two.assumptions and "; attention: " in at_two.assumptions
     # half the parameters per device: weights, gradients and AdamW's moments (fp32: 4 + 4 + 8 B each)
     n = run.facts.n_params
     assert model_state(run.facts, 1, sharded=False, tp=2) == (4 * n / 2, 4 * n / 2, 8 * n / 2)
