@@ -134,6 +134,21 @@ def fsdp_unit_params(cfg: ModelConfig) -> dict[str, int]:
     return {**blocks, "": param_count(cfg) - sum(blocks.values())}
 
 
+def stage_layers(n_layers: int, pp: int, stage: int) -> range:
+    """The contiguous block indices pipeline stage `stage` owns (earlier stages take the remainder)."""
+    base, extra = divmod(n_layers, pp)
+    start = stage * base + min(stage, extra)
+    return range(start, start + base + (stage < extra))
+
+
+def stage_params(cfg: ModelConfig, pp: int, stage: int) -> int:
+    """Parameters of one pipeline stage as `collectors/parallel.py` cuts the model: its blocks, the
+    embedding on the first stage, the final norm and the output on the last."""
+    own = len(stage_layers(cfg.n_layers, pp, stage)) * _block_params(cfg)
+    embedding = cfg.vocab_size * cfg.d_model
+    return own + (embedding if stage == 0 else 0) + (embedding + cfg.d_model if stage == pp - 1 else 0)
+
+
 def _block_params(cfg: ModelConfig) -> int:
     """One transformer block: wq, wo; wk, wv; w1, w2, w3; attention_norm, ffn_norm."""
     d, kv_width = cfg.d_model, cfg.n_kv_heads * cfg.head_dim

@@ -23,6 +23,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from torch.nn.parallel import DistributedDataParallel
 from tracehouse.collectors.llama import Llama, cross_entropy
 from tracehouse.collectors.materialize import materialize
+from tracehouse.collectors.model_sizes import stage_layers
 from tracehouse.collectors.spec import RunSpec
 from tracehouse.pipeline.common.hardware import training_dtype
 
@@ -87,13 +88,6 @@ def apply_fsdp(model: Llama, dp_mesh: DeviceMesh, policy: MixedPrecisionPolicy) 
     for block in model.layers.values():
         fully_shard(block, mesh=dp_mesh, mp_policy=policy)
     fully_shard(model, mesh=dp_mesh, mp_policy=policy)
-
-
-def stage_layers(n_layers: int, pp: int, stage: int) -> range:
-    """The contiguous block indices stage owns (earlier stages take the remainder)."""
-    base, extra = divmod(n_layers, pp)
-    start = stage * base + min(stage, extra)
-    return range(start, start + base + (stage < extra))
 
 
 def cut_stage(model: Llama, stage: int, pp: int) -> Llama:

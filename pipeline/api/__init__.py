@@ -144,7 +144,7 @@ def project(
 
     if other_kinds and (run is not None or layout is not None):
         raise TracehouseError("other_kinds projects every run as both kinds: leave out run and layout")
-    sizes, kind, model_parallel = list(world_sizes), None, None
+    sizes, family = list(world_sizes), None
     if layout is not None:
         if sizes:
             raise TracehouseError(
@@ -153,12 +153,11 @@ def project(
         family = layout_family(
             [parse_layout(text) for text in ([layout] if isinstance(layout, str) else layout)]
         )
-        sizes, kind, model_parallel = family.world_sizes, family.kind, family.model_parallel
+        sizes = family.world_sizes
     elif not sizes:
         raise TracehouseError("give the world sizes to project to (world_sizes=) or a layout (layout=)")
     changes = Scenario(
-        data_parallel=kind,
-        tensor_parallel=model_parallel[0] if model_parallel and model_parallel[0] > 1 else None,
+        **(family.changes() if family else {}),
         compute_speedup=compute_speedup,
         matmul_speedup=matmul_speedup,
         memory_speedup=memory_speedup,
@@ -181,7 +180,7 @@ def project(
         Path(warehouse),
         run_id=run,
         scenario=changes,
-        model_parallel=model_parallel,
+        model_parallel=family.model_parallel if family else None,
         scenario_name=scenario or changes.short_name(network_file),
         **where,
     )

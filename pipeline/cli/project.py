@@ -54,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(fsdp=64,tp=2): their world sizes, and the data-parallel kind, which may differ from the run's "
         "(a DDP run projected as FSDP plans FSDP's all-gathers and reduce-scatters in place of its "
         "all-reduces, CPU runs); tp may be added to a run without it (its matmul and attention ops "
-        "split, each layer's all-reduces planned: CPU runs of tracehouse's reference Llama); pp must be "
-        "the run's own for now",
+        "split, each layer's all-reduces planned), or pp with microbatches=M (its layers cut into stages "
+        "replayed per micro-batch in GPipe's order, dp=N only): CPU runs of tracehouse's reference Llama",
     )
     p.add_argument(
         "--search",
@@ -148,18 +148,18 @@ def layout_spec(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def layout_choice(args: argparse.Namespace) -> tuple[list[int], str | None, tuple[int, int] | None]:
-    """The world sizes, data-parallel kind and (tp, pp) that --devices or --layout ask for."""
+def layout_choice(args: argparse.Namespace):
+    """The world sizes and the layout family (None: the runs' own) that --devices or --layout ask for."""
     from tracehouse.pipeline.projection.layouts import layout_family
 
     if args.layout is None:
         if args.world_sizes is None:
             raise TracehouseError("give the world sizes to project to (--devices 16,32,...) or --layout")
-        return args.world_sizes, None, None
+        return args.world_sizes, None
     if args.world_sizes is not None:
         raise TracehouseError("give --devices or --layout, not both (a layout's world size is dp x tp x pp)")
     family = layout_family(args.layout)
-    return family.world_sizes, family.kind, family.model_parallel
+    return family.world_sizes, family
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -173,11 +173,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.search and args.run is not None:
         raise TracehouseError("--search ranks every run of the study: leave out --run")
     network = None if args.network is None else network_path(args.network)
-    sizes, kind, model_parallel = layout_choice(args)
+    sizes, family = layout_choice(args)
     try:
         scenario = Scenario(
-            data_parallel=kind,
-            tensor_parallel=model_parallel[0] if model_parallel and model_parallel[0] > 1 else None,
+            **(family.changes() if family else {}),
             compute_speedup=args.compute_speedup,
             matmul_speedup=args.matmul_speedup,
             memory_speedup=args.memory_speedup,
@@ -197,7 +196,7 @@ def handle(args: argparse.Namespace) -> int:
         run_id=args.run,
         world_sizes=sizes,
         scenario=scenario,
-        model_parallel=model_parallel,
+        model_parallel=family.model_parallel if family else None,
         scenario_name=args.scenario or scenario.short_name(network),
         network_file=network,
         devices_per_node=args.devices_per_node,

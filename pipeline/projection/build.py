@@ -39,6 +39,7 @@ class RunGraph:
     kind: str | None = None  # the data-parallel kind planned in place of the run's own (None: as measured)
     tp: int | None = None  # the tensor-parallel degree planned on a run without (None: as measured)
     curves: dict[int, Curve] = field(default_factory=dict)  # split ops' time at a new size (efficiency.py)
+    pipeline: tuple[int, int] | None = None  # (pp, micro-batches) replayed from a run without (stages.py)
 
     @cached_property
     def planned(self) -> np.ndarray:

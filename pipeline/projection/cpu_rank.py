@@ -25,7 +25,9 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | 
     compute = t.cpu_compute.filter(pl.col("rank") == rank)
     segments = list(compute.select(["start_ns", "end_ns"]).iter_rows())
     segment_ops = compute["name"].to_list()
-    split_ops = t.split_ops.filter(pl.col("rank") == rank)
+    split_ops = t.counted_ops.filter(
+        (pl.col("rank") == rank) & pl.col("name").is_in(list(CLASS_OF)) & (pl.col("flops") > 0)
+    )
     splits = {
         op_id: (CLASS_OF[name], float(flops))
         for op_id, name, flops in split_ops.select(["op_id", "name", "flops"]).iter_rows()

@@ -30,11 +30,16 @@ OTHER_KIND = {"ddp": "fsdp", "fsdp": "ddp", "tp": "fsdp_tp", "fsdp_tp": "tp"}
 WITH_TP = {"ddp": "tp", "fsdp": "fsdp_tp"}
 
 
-def strategy_as(strategy: str | None, kind: str | None, tp: int | None = None) -> str | None:
+def strategy_as(
+    strategy: str | None, kind: str | None, tp: int | None = None, pp: int | None = None
+) -> str | None:
     """The strategy a run of `strategy` becomes with data-parallel `kind` (None: unchanged) and,
-    where `tp` is given, tensor parallelism of that degree added; None where no strategy names it."""
+    where `tp` or `pp` is given, tensor or pipeline parallelism of that degree added; None where
+    no strategy names it (tracehouse collect's pipeline is DDP's, without tensor parallelism)."""
     if kind is not None and strategy is not None and kind != data_parallel_kind(strategy):
         strategy = OTHER_KIND.get(strategy)
+    if pp is not None and pp > 1 and strategy is not None:
+        return "pp" if strategy in ("ddp", "pp") and not (tp or 1) > 1 else None
     if tp is not None and tp > 1 and strategy is not None:
         return WITH_TP.get(strategy, strategy if strategy in WITH_TP.values() else None)
     return strategy
@@ -112,11 +117,23 @@ class LayoutFamily:
     world_sizes: list[int]
     kind: str
     model_parallel: tuple[int, int]  # (tp, pp)
+    microbatches: int | None = None  # the pipeline's, where given
+
+    def changes(self) -> dict:
+        """The Scenario fields the layouts set: the data-parallel kind, and tp and pp (with its
+        micro-batches) where above 1."""
+        tp, pp = self.model_parallel
+        return {
+            "data_parallel": self.kind,
+            "tensor_parallel": tp if tp > 1 else None,
+            "pipeline_parallel": pp if pp > 1 else None,
+            "microbatches": self.microbatches,
+        }
 
 
 def layout_family(specs: list[LayoutSpec]) -> LayoutFamily:
     """The family of the given layouts; layouts that differ in more than their data-parallel
-    degree, or a pipeline schedule (not projected yet), are a TracehouseError."""
+    degree are a TracehouseError."""
     if not specs:
         raise TracehouseError("no layout given")
     if len({(s.kind, s.tp, s.pp, s.microbatches) for s in specs}) > 1:
@@ -125,6 +142,6 @@ def layout_family(specs: list[LayoutSpec]) -> LayoutFamily:
             f"{', '.join(s.text() for s in specs)} (project each family on its own)"
         )
     first = specs[0]
-    if first.microbatches is not None:
-        raise TracehouseError("microbatches: a change of pipeline schedule is not projected yet")
-    return LayoutFamily(sorted({s.world_size for s in specs}), first.kind, (first.tp, first.pp))
+    return LayoutFamily(
+        sorted({s.world_size for s in specs}), first.kind, (first.tp, first.pp), first.microbatches
+    )

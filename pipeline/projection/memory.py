@@ -68,14 +68,15 @@ def _gb(n: float | None) -> str:
 
 
 def model_state(
-    facts: RunFacts, dp: int, sharded: bool, tp: int | None = None
+    facts: RunFacts, dp: int, sharded: bool, tp: int | None = None, pp: int | None = None
 ) -> tuple[float, float, float] | None:
-    """Parameters, gradients and optimizer state in bytes per device at data-parallel degree dp
-    and tensor-parallel degree tp (None: the run's); None without n_params or a known dtype."""
+    """Parameters, gradients and optimizer state in bytes per device at data-parallel degree dp,
+    tensor-parallel degree tp and pipeline-parallel degree pp (None: the run's; a stage holds
+    1 / pp of the parameters); None without n_params or a known dtype."""
     width = DTYPE_BYTES.get(facts.dtype or "")
     if not facts.n_params or width is None:
         return None
-    split = (tp or facts.tp or 1) * (facts.pp or 1)
+    split = (tp or facts.tp or 1) * (pp or facts.pp or 1)
     per_rank = facts.n_params / split
     shard = per_rank / dp if sharded else per_rank
     # the largest unit, stated per rank at the run's tp, at the new tp
@@ -104,16 +105,20 @@ def memory_need(
     capacity: float | None,
     measured_sharded: bool | None = None,
     tp_new: int | None = None,
+    pp_new: int | None = None,
 ) -> MemoryNeed | None:
-    """The need per device at dp_new (sharded: FSDP) and tp_new (None: the run's tp); tokens is
+    """The need per device at dp_new (sharded: FSDP), tp_new and pp_new (None: the run's; a
+    stage keeps its share of the layers' activations, every micro-batch's until its backward, as
+    GPipe does); tokens is
     the tokens-per-device factor against the measured layout; peak the measured peak
     (`measured_peak`), of a run that sharded (measured_sharded, default: as projected) or not;
     capacity the device's memory (or None)."""
-    state = model_state(facts, dp_new, sharded, tp_new)
+    state = model_state(facts, dp_new, sharded, tp_new, pp_new)
     measured = model_state(facts, dp, sharded if measured_sharded is None else measured_sharded)
     if state is None or measured is None:
         return None
-    activations = None if peak is None else max(0.0, peak - sum(measured)) * tokens
+    stages = (facts.pp or 1) / (pp_new or facts.pp or 1)
+    activations = None if peak is None else max(0.0, peak - sum(measured)) * tokens * stages
     return MemoryNeed(*state, activations=activations, capacity=capacity)
 
 
@@ -150,6 +155,7 @@ def with_memory(
         capacity=capacity,
         measured_sharded=layout.measured_sharded,
         tp_new=layout.tp_target,
+        pp_new=layout.pp_target,
     )
     if need is None:
         return replace(p, memory_capacity_bytes=capacity)

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
+from tracehouse.collectors.spec import default_microbatches
 from tracehouse.pipeline.common.errors import TracehouseError, WarehouseError
 from tracehouse.pipeline.projection.band import (
     Band,
@@ -32,7 +33,7 @@ from tracehouse.pipeline.projection.band import (
 from tracehouse.pipeline.projection.breakdown import DIMENSIONS, ReplayedRun, summarize
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical_rows import StudyPaths, built_run, store_paths
-from tracehouse.pipeline.projection.efficiency import study_curves
+from tracehouse.pipeline.projection.efficiency import category_curves, study_curves
 from tracehouse.pipeline.projection.graph import GraphCycleError
 from tracehouse.pipeline.projection.interference import (
     FitSamples,
@@ -70,6 +71,7 @@ from tracehouse.pipeline.projection.scenario import (
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
+from tracehouse.pipeline.projection.stages import build_pipeline_graph
 from tracehouse.pipeline.projection.timeline import (
     RunFacts,
     RunTimeline,
@@ -125,19 +127,22 @@ def project_run(
     stretch of transfers under overlap for the run's device type (None: none modelled)."""
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     facts = timeline.facts
-    kind, tp = scenario.data_parallel, scenario.tensor_parallel
-    if (changes_kind(facts, kind) and run.kind != kind) or (changes_tp(facts, tp) and run.tp != tp):
-        run = layout_changed(connection, timeline, kind, tp)
-    identity = identity_check(run, timeline.measured_windows())
+    kind, tp, pipeline = scenario.data_parallel, scenario.tensor_parallel, pipeline_of(facts, scenario)
+    changed = (changes_kind(facts, kind) and run.kind != kind) or (changes_tp(facts, tp) and run.tp != tp)
+    if changed or run.pipeline != pipeline:
+        run = layout_changed(connection, timeline, kind, tp, pipeline)
+    # a pipeline's graph is no replay of the measurement: the measured run's own graph is checked
+    measured = run if run.pipeline is None else build_run_graph(timeline)
+    identity = identity_check(measured, timeline.measured_windows())
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
     hosts = rank_hosts(connection, study, run_id)
     replays: list[tuple[Layout, ReplayedRun]] = []
     refused: dict[int, str] = {}
-    split = (tp or facts.tp or 1) * (facts.pp or 1)
+    split = (tp or facts.tp or 1) * (pipeline[0] if pipeline else facts.pp or 1)
     own = [facts.world_size] if facts.world_size % split == 0 else []  # the measured size, in the layout
     for size in sorted({*own, *world_sizes}):
-        layout = layout_for(facts, size, kind, tp)
+        layout = layout_for(facts, size, kind, tp, pipeline)
         if gap is not None and layout.dp_new != layout.dp:
             refused[size] = gap
             continue
@@ -160,8 +165,9 @@ def project_run(
         for (layout, _), p in zip(replays, points, strict=True)
     ]
     rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity, source))
-    workload = same_workload(connection, facts, kind, tp)
-    points = with_measured(workload, facts, points, scenario.weak_scaling, tp)
+    pp = pipeline[0] if pipeline else None
+    workload = same_workload(connection, facts, kind, tp, pp)
+    points = with_measured(workload, facts, points, scenario.weak_scaling, tp, pipeline)
     points = [replace(p, provenance=rests_on) for p in points]
 
     def measurable(layout: Layout) -> np.ndarray:
@@ -169,6 +175,7 @@ def project_run(
 
     checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
     changed = [f"tp={tp}"] if changes_tp(facts, tp) else []
+    changed += [f"pp={pipeline[0]}"] if pipeline else []
     changed[:0] = [kind] if kind is not None and (changed or changes_kind(facts, kind)) else []
     as_layout = ",".join(map(str, changed)) or None
     return RunProjection(
@@ -177,16 +184,23 @@ def project_run(
 
 
 def layout_changed(
-    connection: duckdb.DuckDBPyConnection, timeline: RunTimeline, kind: str | None, tp: int | None
+    connection: duckdb.DuckDBPyConnection,
+    timeline: RunTimeline,
+    kind: str | None,
+    tp: int | None,
+    pipeline: tuple[int, int] | None = None,
 ) -> RunGraph:
     """The run's graph with the collectives of data-parallel `kind` planned in place of its own
     (None: its own kept), and those of a `tp`-way tensor-parallel split of a run without one
-    (None: none) with its split ops' efficiency curves (synthetic.py, efficiency.py); a run they
-    cannot be planned for is a TracehouseError saying why."""
+    (None: none) with its split ops' efficiency curves (synthetic.py, efficiency.py); or, with
+    `pipeline` (pp, micro-batches), the run without one replayed as that pipeline (stages.py). A
+    run they cannot be planned for is a TracehouseError saying why."""
     facts = timeline.facts
     name = f"{facts.study}/{facts.run_id}"
     kind = kind if changes_kind(facts, kind) else None
     tp = tp if changes_tp(facts, tp) else None
+    if pipeline is not None:
+        return pipelined(connection, timeline, kind, tp, pipeline)
     what = " and ".join([*([f"as {kind}"] if kind else []), *([f"with tp={tp}"] if tp else [])])
     if kind is not None and facts.strategy is None:
         raise TracehouseError(
@@ -231,6 +245,58 @@ def layout_changed(
     return replace(run, curves=study_curves(connection, facts.study, facts.device_type or "cpu"))
 
 
+def pipelined(
+    connection: duckdb.DuckDBPyConnection,
+    timeline: RunTimeline,
+    kind: str | None,
+    tp: int | None,
+    pipeline: tuple[int, int],
+) -> RunGraph:
+    """The run replayed as a pipeline of (pp, micro-batches) over DDP replicas (stages.py), where
+    it can be: a CPU run of the reference Llama with neither tensor nor pipeline parallelism."""
+    facts = timeline.facts
+    name = f"{facts.study}/{facts.run_id}"
+    pp, microbatches = pipeline
+    if timeline.gpu_ranks:
+        raise TracehouseError(
+            f"{name}: a change of pipeline parallelism (pp={pp}) is planned on CPU (gloo) ranks only, not "
+            "yet on GPU ranks"
+        )
+    if (facts.tp or 1) > 1 or (facts.pp or 1) > 1 or tp is not None:
+        raise TracehouseError(
+            f"{name}: a pipeline (pp={pp}) is planned from a run with neither tensor nor pipeline "
+            f"parallelism, and not with tp added (this run: tp={facts.tp or 1}, pp={facts.pp or 1})"
+        )
+    if kind == "fsdp" or (kind is None and data_parallel_kind(facts.strategy) == "fsdp"):
+        raise TracehouseError(
+            f"{name}: a pipeline's data-parallel replicas are DDP's (tracehouse collect's pp): give "
+            f"dp=N,pp={pp}, not fsdp=N"
+        )
+    curves = category_curves(connection, facts.study, facts.device_type or "cpu")
+    try:
+        return replace(build_pipeline_graph(timeline, pp, microbatches, curves), kind=kind)
+    except GraphCycleError:
+        raise TracehouseError(f"{name}: its pipeline of pp={pp} has a cycle (a tracehouse bug)") from None
+
+
+def pipeline_of(facts: RunFacts, scenario: Scenario) -> tuple[int, int] | None:
+    """(pp, micro-batches) of the pipeline the scenario asks of a run measured without pipeline
+    parallelism (micro-batches: the scenario's, else tracehouse collect's default for the run's
+    sequences per data-parallel rank); None where it asks for none or the run's own."""
+    pp = scenario.pipeline_parallel
+    if pp is None or pp == (facts.pp or 1):
+        return None
+    if scenario.microbatches is not None:
+        return pp, scenario.microbatches
+    sequences = (facts.global_batch or 0) // facts.data_parallel
+    if sequences < 1:
+        raise TracehouseError(
+            f"{facts.study}/{facts.run_id}: its manifest gives no global_batch to choose micro-batches "
+            f"from: give microbatches=M with pp={pp}"
+        )
+    return pp, default_microbatches(sequences, pp)
+
+
 def held_out_checks(
     workload: list[MeasuredRun],
     facts: RunFacts,
@@ -245,10 +311,10 @@ def held_out_checks(
     replays, gap = projected
     done = {layout.world_size_new: r for layout, r in replays} if scenario == scenario.measurable() else {}
     checks = []
-    tp = scenario.tensor_parallel
-    for size, other in sorted(matches(workload, facts, scenario.weak_scaling, tp).items()):
-        layout = layout_for(facts, size, scenario.data_parallel, tp)
-        if size == facts.world_size and not (layout.changes_kind or layout.changes_tp):
+    tp, pipeline = scenario.tensor_parallel, pipeline_of(facts, scenario)
+    for size, other in sorted(matches(workload, facts, scenario.weak_scaling, tp, pipeline).items()):
+        layout = layout_for(facts, size, scenario.data_parallel, tp, pipeline)
+        if size == facts.world_size and not layout.changes_layout:
             continue
         if gap is not None and layout.dp_new != layout.dp:
             continue
@@ -406,7 +472,7 @@ def _points(
     knee_found = False
     for layout, replayed in replays:
         size = layout.world_size_new
-        own = size == facts.world_size and not (layout.changes_kind or layout.changes_tp)  # as measured
+        own = size == facts.world_size and not layout.changes_layout  # as measured
         row: dict[str, Any] = dict(
             study=facts.study,
             run_id=facts.run_id,
@@ -414,7 +480,9 @@ def _points(
             assumptions=words[0],
             notes=words[1],
             world_size=size,
-            layout=layout_text(layout.kind, layout.dp_new, layout.tp_target, facts.pp or 1),
+            layout=layout_text(
+                layout.kind, layout.dp_new, layout.tp_target, layout.pp_target, layout.microbatches
+            ),
             measured_world_size=facts.world_size,
             measured_step_time_us=measured_step if own else None,
             measured_run_id=facts.run_id if own and measured_step else None,
@@ -467,11 +535,17 @@ class MeasuredRun(NamedTuple):
 
 
 def same_workload(
-    connection: duckdb.DuckDBPyConnection, facts: RunFacts, kind: str | None = None, tp: int | None = None
+    connection: duckdb.DuckDBPyConnection,
+    facts: RunFacts,
+    kind: str | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
 ) -> list[MeasuredRun]:
     """The study's other measured runs of the run's workload (same strategy, tp and pp; with
-    data-parallel `kind` and tensor-parallel degree `tp` where given, `layouts.strategy_as`)."""
-    strategy = strategy_as(facts.strategy, kind, tp if changes_tp(facts, tp) else None)
+    data-parallel `kind`, tensor- and pipeline-parallel degrees `tp`, `pp` where given,
+    `layouts.strategy_as`)."""
+    added_pp = pp if pp is not None and pp != (facts.pp or 1) else None
+    strategy = strategy_as(facts.strategy, kind, tp if changes_tp(facts, tp) else None, added_pp)
     if strategy is None or facts.tokens_per_step is None:
         return []
     rows = connection.execute(
@@ -480,30 +554,40 @@ def same_workload(
            WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
              AND coalesce(r.pp, 1) = ? AND s.step_time_us > 0
            ORDER BY r.run_id""",
-        [facts.study, facts.run_id, strategy, tp or facts.tp or 1, facts.pp or 1],
+        [facts.study, facts.run_id, strategy, tp or facts.tp or 1, pp or facts.pp or 1],
     ).fetchall()
     return [MeasuredRun(*row) for row in rows]
 
 
 def match_at(
-    workload: list[MeasuredRun], facts: RunFacts, world_size: int, weak_scaling: bool, tp: int | None = None
+    workload: list[MeasuredRun],
+    facts: RunFacts,
+    world_size: int,
+    weak_scaling: bool,
+    tp: int | None = None,
+    pipeline: tuple[int, int] | None = None,
 ) -> MeasuredRun | None:
     """The measured run of `same_workload` at a world size with the tokens per step the projection
     assumes there (the run's own under strong scaling, grown with the data-parallel degree under
-    weak scaling; tp: the projected tensor-parallel degree); the first by run id, or None."""
-    layout = layout_for(facts, world_size, tp=tp)
+    weak scaling; tp, pipeline: the projected tensor-parallel degree and pipeline); the first by
+    run id, or None."""
+    layout = layout_for(facts, world_size, tp=tp, pipeline=pipeline)
     grow = layout.dp_new / layout.dp if weak_scaling else 1.0
     tokens = round((facts.tokens_per_step or 0) * grow)
     return next((r for r in workload if r.world_size == world_size and r.tokens_per_step == tokens), None)
 
 
 def matches(
-    workload: list[MeasuredRun], facts: RunFacts, weak_scaling: bool, tp: int | None = None
+    workload: list[MeasuredRun],
+    facts: RunFacts,
+    weak_scaling: bool,
+    tp: int | None = None,
+    pipeline: tuple[int, int] | None = None,
 ) -> dict[int, MeasuredRun]:
     """Every world size `match_at` finds a measured run at, with that run."""
-    split = (tp or facts.tp or 1) * (facts.pp or 1)
+    split = (tp or facts.tp or 1) * (pipeline[0] if pipeline else facts.pp or 1)
     sizes = {r.world_size for r in workload if r.world_size % split == 0}
-    found = (match_at(workload, facts, size, weak_scaling, tp) for size in sizes)
+    found = (match_at(workload, facts, size, weak_scaling, tp, pipeline) for size in sizes)
     return {r.world_size: r for r in found if r is not None}
 
 
@@ -513,11 +597,12 @@ def with_measured(
     points: list[ProjectedPoint],
     weak_scaling: bool,
     tp: int | None = None,
+    pipeline: tuple[int, int] | None = None,
 ) -> list[ProjectedPoint]:
     """Each point beside the study's measured run of the same workload at its world size (`match_at`)."""
     out = []
     for p in points:
-        match = match_at(workload, facts, p.world_size, weak_scaling, tp) if workload else None
+        match = match_at(workload, facts, p.world_size, weak_scaling, tp, pipeline) if workload else None
         if p.measured_run_id is None and match is not None:
             p = replace(
                 p,
@@ -604,7 +689,9 @@ def project_study(
                 if changes_only:  # the measured run's paths were stored as it was projected
                     timeline = load_run(connection, study, run)
                     changed = (scenario.data_parallel, scenario.tensor_parallel)
-                    graph = layout_changed(connection, timeline, *changed)
+                    graph = layout_changed(
+                        connection, timeline, *changed, pipeline_of(timeline.facts, scenario)
+                    )
                 else:
                     timeline, graph = paths.replay(connection, study, run)
                 same_split(timeline.facts, model_parallel)
@@ -707,10 +794,13 @@ def tp_degrees(connection: duckdb.DuckDBPyConnection, study: str) -> list[int]:
 
 
 def changes_layout(facts: RunFacts, scenario: Scenario) -> bool:
-    """Whether the scenario's layout is another than the run's that it can take: tp added to a run
-    with neither tensor nor pipeline parallelism where it sets one, else the other data-parallel kind."""
+    """Whether the scenario's layout is another than the run's that it can take: tp or pp added to a
+    run with neither tensor nor pipeline parallelism where it sets one, else the other
+    data-parallel kind."""
+    plain = (facts.tp or 1) == 1 and (facts.pp or 1) == 1
+    if scenario.pipeline_parallel is not None:
+        return plain and scenario.pipeline_parallel > 1
     if scenario.tensor_parallel is not None:
-        plain = (facts.tp or 1) == 1 and (facts.pp or 1) == 1
         return plain and changes_tp(facts, scenario.tensor_parallel)
     return changes_kind(facts, scenario.data_parallel)
 
@@ -726,15 +816,16 @@ def changes_tp(facts: RunFacts, tp: int | None) -> bool:
 
 
 def same_split(facts: RunFacts, model_parallel: tuple[int, int] | None) -> None:
-    """A TracehouseError where a layout asks for another pp than the run measured, or another tp
-    than a run measured with tensor parallelism (from a run without, `layout_changed` plans it)."""
+    """A TracehouseError where a layout asks for another pp than a run measured with pipeline
+    parallelism, or another tp than a run measured with tensor parallelism (from a run without,
+    `layout_changed` plans them)."""
     if model_parallel is None:
         return
     tp, pp = model_parallel
-    if pp != (facts.pp or 1):
+    if (facts.pp or 1) > 1 and pp != facts.pp:
         raise TracehouseError(
-            f"the layout's pp={pp} differs from the run's pp={facts.pp or 1}: a change of pipeline "
-            "parallelism is not projected yet"
+            f"the layout's pp={pp} differs from the run's pp={facts.pp}: a change of pipeline parallelism "
+            "is projected from a run without it, not yet from one with another degree"
         )
     if (facts.tp or 1) > 1 and tp != facts.tp:
         raise TracehouseError(

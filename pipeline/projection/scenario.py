@@ -62,12 +62,22 @@ class Scenario:
     bucket_bytes: float | None = None  # DDP's gradient buckets regrouped to this size (projection/buckets.py)
     data_parallel: str | None = None  # "ddp" or "fsdp": the data-parallel kind projected (None: the run's)
     tensor_parallel: int | None = None  # the tensor-parallel degree projected (None: the run's)
+    pipeline_parallel: int | None = None  # the pipeline-parallel degree projected (None: the run's)
+    microbatches: int | None = (
+        None  # the pipeline's micro-batches per step (None: tracehouse collect's default)
+    )
 
     def __post_init__(self) -> None:
         if self.data_parallel not in (None, "ddp", "fsdp"):
             raise TracehouseError(f"data-parallel kind {self.data_parallel!r} is not ddp or fsdp")
         if self.tensor_parallel is not None and self.tensor_parallel < 1:
             raise TracehouseError("the tensor-parallel degree must be a positive integer")
+        if self.pipeline_parallel is not None and self.pipeline_parallel < 1:
+            raise TracehouseError("the pipeline-parallel degree must be a positive integer")
+        if self.microbatches is not None and (self.microbatches < 1 or (self.pipeline_parallel or 1) == 1):
+            raise TracehouseError(
+                "microbatches must be a positive integer, with pipeline parallelism (pp > 1)"
+            )
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
             if not getattr(self, name) > 0:
                 raise TracehouseError(f"{name.replace('_', '-')} must be > 0")
@@ -133,6 +143,10 @@ class Scenario:
             parts.append(f"as-{self.data_parallel}")
         if self.tensor_parallel is not None:
             parts.append(f"tp{self.tensor_parallel}")
+        if self.pipeline_parallel is not None:
+            parts.append(f"pp{self.pipeline_parallel}")
+        if self.microbatches is not None:
+            parts.append(f"mb{self.microbatches}")
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -176,6 +190,14 @@ class Scenario:
                 "and attention ops split, their time from the study's efficiency curves, the layers' "
                 "all-reduces and the logits' all-gather planned)"
             )
+        if self.pipeline_parallel is not None:
+            batches = self.microbatches or "tracehouse collect's"
+            parts.append(
+                f"pipeline parallelism of degree {self.pipeline_parallel} with {batches} micro-batches "
+                "(where the run has none: its layers cut into stages, replayed per micro-batch in "
+                "GPipe's order, split ops timed by the study's efficiency curves, other compute by its "
+                "tokens, host gaps per micro-batch, activations sent between stages)"
+            )
         if self.ideal_network:
             parts.append("ideal network (zero transfer time)")
         elif network is not None:
@@ -197,6 +219,26 @@ class Layout:
     kind_new: str | None = None  # "ddp" or "fsdp" projected (None: the measured run's)
     tp: int = 1  # the measured tensor-parallel degree
     tp_new: int | None = None  # the projected one where it differs (a run without tensor parallelism)
+    pp_new: int | None = None  # the projected pipeline-parallel degree where it differs (a run without)
+    microbatches: int | None = None  # the projected pipeline's micro-batches (with pp_new)
+
+    @property
+    def pp(self) -> int:
+        """The measured pipeline-parallel degree."""
+        return self.model_parallel // self.tp
+
+    @property
+    def pp_target(self) -> int:
+        return self.pp_new or self.pp
+
+    @property
+    def changes_pp(self) -> bool:
+        return self.pp_target != self.pp
+
+    @property
+    def changes_layout(self) -> bool:
+        """Whether the projected layout is another than the measured one at any world size."""
+        return self.changes_kind or self.changes_tp or self.changes_pp
 
     @property
     def tp_target(self) -> int:
@@ -209,7 +251,7 @@ class Layout:
     @property
     def model_parallel_new(self) -> int:
         """tp x pp projected."""
-        return self.model_parallel // self.tp * self.tp_target
+        return self.tp_target * self.pp_target
 
     @property
     def world_size_new(self) -> int:
@@ -240,20 +282,39 @@ def layout_at_measured(layout: Layout) -> Layout:
     return replace(layout, dp_new=layout.dp)
 
 
-def layout_for(facts: RunFacts, world_size: int, kind: str | None = None, tp: int | None = None) -> Layout:
+def layout_for(
+    facts: RunFacts,
+    world_size: int,
+    kind: str | None = None,
+    tp: int | None = None,
+    pipeline: tuple[int, int | None] | None = None,
+) -> Layout:
     """The projected layout: the world grows along data parallelism, of data-parallel `kind`
-    (None: the run's own), with tensor-parallel degree `tp` (None: the run's own)."""
+    (None: the run's own), with tensor-parallel degree `tp` (None: the run's own) and `pipeline`'s
+    (pp, micro-batches) (None: the run's own)."""
     measured_tp, pp = facts.tp or 1, facts.pp or 1
     tp_new = tp if tp is not None and tp != measured_tp else None
-    split = (tp_new or measured_tp) * pp
+    pp_new, microbatches = pipeline if pipeline is not None and pipeline[0] != pp else (None, None)
+    split = (tp_new or measured_tp) * (pp_new or pp)
     if world_size % split:
-        whose = "the layout's" if tp_new else "the run's"
+        whose = "the layout's" if tp_new or pp_new else "the run's"
         raise TracehouseError(
             f"world size {world_size} is not a multiple of {whose} tp x pp = {split} "
             f"({facts.study}/{facts.run_id})"
         )
     dp, dp_new = facts.data_parallel, world_size // split
-    return Layout(facts.strategy, facts.world_size, dp, measured_tp * pp, dp_new, kind, measured_tp, tp_new)
+    return Layout(
+        facts.strategy,
+        facts.world_size,
+        dp,
+        measured_tp * pp,
+        dp_new,
+        kind,
+        measured_tp,
+        tp_new,
+        pp_new,
+        microbatches,
+    )
 
 
 @dataclass(frozen=True)
@@ -351,7 +412,7 @@ def instance_transfers(
         dropped[: len(dims)] = np.array(dims, dtype=bool) & ~run.planned[: len(dims)]
     tokens = tokens_factor(layout, scenario)
     targets = [_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
-    if layout.changes_tp:  # a data-parallel group of one rank at the new layout: no collective
+    if layout.changes_tp or layout.changes_pp:  # a data-parallel group of one rank at the new layout: none
         alone = [dp and n_new == 1 for n_new, _, dp in targets]
         dropped[: len(alone)] |= np.array(alone, dtype=bool)
     if scenario.ideal_network:
@@ -403,7 +464,9 @@ def _target(
     n = inst.group_size[i] or len(inst.members[i])
     data_parallel = is_data_parallel(inst.dim[i], layout)
     if data_parallel:
-        whole = inst.dim[i] == "world" and not layout.changes_tp  # a new tp: the world is no dp group
+        whole = inst.dim[i] == "world" and not (
+            layout.changes_tp or layout.changes_pp
+        )  # nor with new tp / pp
         n_new = layout.world_size_new if whole else max(1, n * layout.dp_new // layout.dp)
         size = float(inst.bytes[i] or 0) * layout.tp / layout.tp_target  # the gradients a rank holds
     else:

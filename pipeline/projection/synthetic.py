@@ -230,7 +230,9 @@ def reference_matmuls(t: RunTimeline, rank: int, steps: pl.DataFrame) -> list[tu
     if f.model is None:
         raise TracehouseError(f"{f.study}/{f.run_id}: its manifest gives no reference model_config")
     layers = f.model.n_layers
-    calls = t.split_ops.filter((pl.col("rank") == rank) & pl.col("name").is_in(MATMUL_NAMES))
+    calls = t.counted_ops.filter(
+        (pl.col("rank") == rank) & pl.col("name").is_in(MATMUL_NAMES) & (pl.col("flops") > 0)
+    )
     spans = {step: (lo, hi) for step, lo, hi in _backward_spans(t, rank, steps)}
     out = []
     for step, lo, hi in steps.select(["step", "start_ns", "end_ns"]).iter_rows():

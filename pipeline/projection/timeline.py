@@ -15,13 +15,14 @@ import duckdb
 import polars as pl
 from tracehouse.collectors.model_sizes import ModelConfig, fsdp_unit_params
 from tracehouse.pipeline.common.errors import WarehouseError
-from tracehouse.pipeline.projection.efficiency import CLASS_OF
+from tracehouse.pipeline.ops.costs import FORMULA_OF
 
 RUN_FILTER = "study = $study AND run_id = $run_id"
 # The parallel_dim values (comm_exposure) of process groups that grow with data parallelism: the
 # data-parallel mesh dimensions and the whole world (default_pg).
 DATA_PARALLEL_DIMS = ("dp", "dp_shard", "dp_replicate", "world")
 
+FORMULA_NAMES = ", ".join(f"'{name}'" for name in sorted(FORMULA_OF))  # the ops with a formula, as SQL
 QUERIES = {
     "device": f"""
         WITH launched AS (  -- the host op that launched each GPU event (op_launches: the same events)
@@ -95,15 +96,18 @@ QUERIES = {
         WHERE s.{RUN_FILTER.replace(" AND ", " AND s.")}
         GROUP BY s.rank, s.start_ns, s.end_ns
         ORDER BY s.rank, s.start_ns""",
-    # The main-thread calls tensor parallelism would split (efficiency.SPLIT_CLASSES: matmul and
-    # attention with counted FLOPs), in order: where a change of tp places its collectives.
-    "split_ops": f"""
+    # The main-thread calls with counted FLOPs or bytes (op_calls.counted_flops, counted_bytes: the
+    # once-only rule) of ops with a formula, in order: tensor parallelism splits those of
+    # efficiency.SPLIT_CLASSES (matmul, attention) with FLOPs and places its collectives at the
+    # matmuls; a pipeline times each at a micro-batch's share by its category's efficiency curve.
+    "counted_ops": f"""
         SELECT c.rank, c.op_id, c.name, c.phase, c.step, o.ts_unix_ns AS start_ns,
-               o.ts_unix_ns + o.dur_ns AS end_ns, c.counted_flops AS flops
+               o.ts_unix_ns + o.dur_ns AS end_ns, coalesce(c.counted_flops, 0) AS flops,
+               coalesce(c.counted_bytes, 0) AS bytes
         FROM op_calls AS c
         JOIN ops AS o ON o.study = c.study AND o.run_id = c.run_id AND o.rank = c.rank AND o.op_id = c.op_id
         WHERE c.{RUN_FILTER.replace(" AND ", " AND c.")} AND NOT c.gpu_rank AND c.on_timeline
-          AND c.counted_flops > 0 AND c.name IN ({", ".join(f"'{name}'" for name in sorted(CLASS_OF))})
+          AND (c.counted_flops > 0 OR c.counted_bytes > 0) AND c.name IN ({FORMULA_NAMES})
         ORDER BY c.rank, o.ts_unix_ns""",
     "windows": f"""
         SELECT rank, step, window_start_unix_ns, window_us
@@ -190,7 +194,7 @@ class RunTimeline:
     fsdp_hooks: pl.DataFrame
     comm: pl.DataFrame
     cpu_compute: pl.DataFrame
-    split_ops: pl.DataFrame
+    counted_ops: pl.DataFrame
     windows: pl.DataFrame
     offsets: pl.DataFrame
 

@@ -6,8 +6,8 @@ import copy
 
 import torch
 from tracehouse.collectors.llama import Llama, apply_rotary, rotary_tables, synthetic_batch
-from tracehouse.collectors.model_sizes import MODELS
-from tracehouse.collectors.parallel import cut_stage, stage_layers
+from tracehouse.collectors.model_sizes import MODELS, stage_layers
+from tracehouse.collectors.parallel import cut_stage
 
 
 def test_rotary_equals_metas_complex_product() -> None:

@@ -76,6 +76,8 @@ def test_a_strategy_with_the_other_data_parallel_kind() -> None:
     assert strategy_as("ddp", "fsdp") == "fsdp" and strategy_as("fsdp", "ddp") == "ddp"
     assert strategy_as("tp", "fsdp") == "fsdp_tp" and strategy_as("fsdp_tp", "ddp") == "tp"
     assert strategy_as("pp", "fsdp") is None  # no measured strategy names it
+    assert strategy_as("ddp", None, pp=2) == strategy_as("fsdp", "ddp", pp=2) == "pp"
+    assert strategy_as("ddp", "fsdp", pp=2) is None and strategy_as("ddp", None, tp=2, pp=2) is None
     assert strategy_as("ddp", None) == strategy_as("ddp", "ddp") == "ddp"
 
 
@@ -169,7 +171,7 @@ def test_a_layout_the_run_cannot_take_is_refused_with_the_reason(sample_warehous
     common = ["project", "--warehouse", str(sample_warehouse), "--study", STUDY, "--run", "ddp-ws1"]
     capsys.readouterr()
     assert main([*common, "--layout", "fsdp=2,pp=2"]) == 2
-    assert "a change of pipeline parallelism is not projected yet" in capsys.readouterr().err
+    assert "a pipeline's data-parallel replicas are DDP's" in capsys.readouterr().err
     assert main([*common, "--layout", "fsdp=2", "dp=4"]) == 2
     assert "differ only in their data-parallel degree: fsdp=2, dp=4" in capsys.readouterr().err
     assert main([*common, "--layout", "fsdp=2", "--devices", "4"]) == 2

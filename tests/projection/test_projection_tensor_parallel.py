@@ -155,7 +155,7 @@ def test_the_point_names_its_layout_and_sits_beside_the_tp_run(projected: tuple[
 def test_a_change_of_tp_the_run_cannot_take_is_refused_with_the_reason(sample_warehouse: Path) -> None:
     with pytest.raises(TracehouseError, match="not yet from one with another degree"):
         tracehouse.project(sample_warehouse, study=STUDY, run="tp-ws2", layout="dp=1,tp=4")
-    with pytest.raises(TracehouseError, match="a change of pipeline parallelism is not projected yet"):
+    with pytest.raises(TracehouseError, match="the layout's pp=1 differs from the run's pp=2: a change of"):
         tracehouse.project(sample_warehouse, study=STUDY, run="pp-ws2", layout="dp=1,tp=2")
     with pytest.raises(TracehouseError) as uneven:  # 2 key-value heads cannot be split 4 ways
         tracehouse.project(sample_warehouse, study=STUDY, run="ddp-ws1", layout="dp=1,tp=4")

@@ -1,0 +1,355 @@
+"""A run without pipeline parallelism replayed as a pipeline: pp stages, M micro-batches, GPipe.
+
+tracehouse collect's pipeline (collectors/parallel.py) cuts its reference Llama into pp stages of
+consecutive blocks (`model_sizes.stage_layers`; the embedding on the first stage, the final norm and
+the output on the last) and runs torch's ScheduleGPipe: every micro-batch's forward, stage after
+stage, then every micro-batch's backward, then the optimizer. From a CPU run of the reference Llama
+without tensor or pipeline parallelism, each step's main thread is cut where its layers' first
+matmuls start (`synthetic.reference_matmuls`) into regions, each owned by the stage holding its
+layer (the step's start up to the first block: the first stage; the output and the loss: the last;
+the backward likewise, in reverse); the optimizer's region is shared by the stages in proportion to
+their parameters. Each stage is a new rank (rank = pipeline x pp + stage, the measured rank r's
+pipeline r) that replays its regions once per micro-batch:
+* a compute piece of an op with counted FLOPs (matmul, attention, elementwise, norm, ...), or else
+  counted bytes (fills, copies, embedding lookups), at 1/M of them, timed by the study's efficiency
+  curve of its category on that measure (efficiency.category_curves; 1/M of its time where the
+  category has none); every other compute piece (views, reshapes, autograd's own work: per call,
+  not per token) and the host gaps in full, since every micro-batch calls each op again;
+* main-thread time spent waiting for a measured collective, and FSDP's own work (its hooks), is
+  dropped: the run's collectives are planned anew;
+* between stages, per micro-batch, the activations (forward) and their gradients (backward) as a
+  send / recv of 2 ranks (parallel dimension "pp"; tokens per micro-batch x d_model x the dtype's
+  bytes): the receiver waits for the transfer, the sender for all of a loop's sends when the loop
+  ends (ScheduleGPipe's order);
+* where the run measured several data-parallel ranks, each stage's gradients in DDP's buckets across
+  the pipelines' same stage, issued as its last micro-batch's backward does its share of the work,
+  awaited before the optimizer (the manifest's n_params is not used: the stage's own parameters).
+The replay of such a graph is no longer the measurement's: its identity check is the run's own
+graph's (docs/projection.md "A change of pipeline parallelism").
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import polars as pl
+from tracehouse.collectors.model_sizes import stage_layers, stage_params
+from tracehouse.pipeline.common.errors import TracehouseError
+from tracehouse.pipeline.ops.costs import CATEGORY_OF, FORMULA_OF
+from tracehouse.pipeline.projection.build import RunGraph, join_instances
+from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside
+from tracehouse.pipeline.projection.cpu_rank import CPU_WAIT_NS, covered, merged
+from tracehouse.pipeline.projection.efficiency import CLASS_OF, SPLIT_CLASSES, Curve, LatencyFit
+from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, Segment
+from tracehouse.pipeline.projection.synthetic import (
+    BLOCK_LINEARS,
+    DDP_BUCKET_BYTES,
+    DDP_FIRST_BUCKET_BYTES,
+    reference_matmuls,
+)
+from tracehouse.pipeline.projection.timeline import DTYPE_BYTES, RunTimeline
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One main-thread piece of a region, as one micro-batch replays it: a compute piece's
+    scalable time (ns) or a host gap's fixed time, its op and split (class code, FLOPs)."""
+
+    ns: float
+    compute: bool
+    label: str | None = None
+    split: tuple[int, float] | None = None  # tensor parallelism's (efficiency.SPLIT_CLASSES code, FLOPs)
+
+
+@dataclass
+class StepCut:
+    """One measured step of one rank cut into the stages' regions."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    forward: list[list[Piece]]  # per stage
+    backward: list[list[Piece]]  # per stage
+    optimizer: list[tuple[int, bool, str | None]] = field(default_factory=list)  # (ns, compute, op)
+
+
+def build_pipeline_graph(
+    timeline: RunTimeline, pp: int, microbatches: int, curves: dict[tuple[str, str], Curve]
+) -> RunGraph:
+    """The run replayed as a `pp`-stage GPipe pipeline of `microbatches` micro-batches (module
+    docstring), its ops timed by the categories' `curves`; a run it cannot be planned for is a
+    TracehouseError saying why."""
+    f = timeline.facts
+    name = f"{f.study}/{f.run_id}"
+    width = DTYPE_BYTES.get(f.dtype or "fp32")
+    if f.model is None or width is None or not f.tokens_per_step:
+        raise TracehouseError(
+            f"{name}: a change of pipeline parallelism is planned for tracehouse's reference Llama: its "
+            "manifest needs a reference model_config, tokens_per_step and a known dtype"
+        )
+    if pp > f.model.n_layers:
+        raise TracehouseError(f"{name}: pp={pp} exceeds its model's {f.model.n_layers} layers")
+    tokens = f.tokens_per_step // f.data_parallel
+    if tokens % microbatches:
+        raise TracehouseError(
+            f"{name}: its {tokens} tokens per data-parallel rank do not split into {microbatches} "
+            "micro-batches"
+        )
+    activation = tokens // microbatches * f.model.d_model * width
+    params = [stage_params(f.model, pp, s) for s in range(pp)]
+    plan = _Plan(pp, microbatches, activation, [n * width for n in params], [n / sum(params) for n in params])
+    ctx = RunContext(GraphBuilder(), timeline)
+    windows = []
+    for rank in timeline.cpu_ranks:
+        cuts = typical(cut_steps(timeline, rank, pp, microbatches, curves))
+        windows += [_add_stage(ctx, plan, rank, stage, cuts) for stage in range(pp)]
+    join_instances(ctx.b, ctx.instances, {})
+    instances = ctx.instances
+    return RunGraph(
+        graph=ctx.b.freeze(),
+        instances=instances,
+        transfer_ns=np.array(instances.transfer_ns or [0.0], dtype=np.float64),
+        windows=windows,
+        intervals=ctx.intervals,
+        pipeline=(pp, microbatches),
+    )
+
+
+def cut_steps(
+    t: RunTimeline, rank: int, pp: int, microbatches: int, curves: dict[tuple[str, str], Curve]
+) -> list[StepCut]:
+    """Each step of one rank cut into its stages' regions, each piece at a micro-batch's size."""
+    f = t.facts
+    steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
+    try:
+        matmuls = reference_matmuls(t, rank, steps)
+    except TracehouseError as exc:
+        raise TracehouseError(f"{exc}, so its layers cannot be cut into pipeline stages") from None
+    layers = f.model.n_layers
+    owner = [s for s in range(pp) for _ in stage_layers(layers, pp, s)]
+    compute = t.cpu_compute.filter(pl.col("rank") == rank)
+    counted = {
+        op_id: (name, float(flops), float(size))
+        for op_id, name, flops, size in t.counted_ops.filter(pl.col("rank") == rank)
+        .select(["op_id", "name", "flops", "bytes"])
+        .iter_rows()
+    }
+    segments = [
+        (s, e, name, counted.get(op_id))
+        for s, e, name, op_id in compute.select(["start_ns", "end_ns", "name", "op_id"]).iter_rows()
+    ]
+    optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    hooks = merged(t.fsdp_hooks.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    comm_ends = sorted(t.comm.filter(pl.col("rank") == rank)["end_ns"].to_list())
+    out = []
+    for (step, start, end), (_, forward, backward, (lo, hi)) in zip(
+        steps.select(["step", "start_ns", "end_ns"]).iter_rows(), matmuls, strict=True
+    ):
+        # (instant, region): forward / backward regions per stage, then the optimizer's
+        cuts = [(start, ("forward", 0))]
+        cuts += [(forward[BLOCK_LINEARS * i][0], ("forward", owner[i])) for i in range(layers)]
+        cuts += [(forward[BLOCK_LINEARS * layers][0], ("forward", pp - 1)), (lo, ("backward", pp - 1))]
+        cuts += [
+            (backward[2 + 2 * BLOCK_LINEARS * k][0], ("backward", owner[layers - 1 - k]))
+            for k in range(layers)
+        ]
+        cuts.append((hi, ("optimizer", 0)))
+        at = [x for x, _ in cuts]
+        cut = StepCut(step, start, end, [[] for _ in range(pp)], [[] for _ in range(pp)])
+        for a, z, compute_piece, label, flops in _pieces(segments, start, end):
+            if covered(hooks, a) or (not compute_piece and _waits(comm_ends, a, z)):
+                continue
+            region, stage = cuts[max(0, bisect_right(at, a) - 1)][1]
+            if region == "optimizer" or inside(optimizer, a):
+                cut.optimizer.append((z - a, compute_piece, label))
+                continue
+            piece = _micro(z - a, compute_piece, label, flops, microbatches, curves)
+            (cut.forward if region == "forward" else cut.backward)[stage].append(piece)
+        out.append(cut)
+    return out
+
+
+def typical(cuts: list[StepCut]) -> list[StepCut]:
+    """The cuts with each region's pieces at their median over the steps, where every step has the
+    same pieces there (the same ops in the same order): a stall of one measured step (page faults,
+    a collection) is not repeated once per micro-batch."""
+    for regions in ("forward", "backward"):
+        for stage in range(len(getattr(cuts[0], regions)) if cuts else 0):
+            runs = [getattr(cut, regions)[stage] for cut in cuts]
+            shapes = {tuple((p.compute, p.label) for p in pieces) for pieces in runs}
+            if len(shapes) != 1:
+                continue
+            medians = np.median(np.array([[p.ns for p in pieces] for pieces in runs]), axis=0)
+            for cut in cuts:
+                pieces = getattr(cut, regions)[stage]
+                pieces[:] = [replace(p, ns=float(ns)) for p, ns in zip(pieces, medians, strict=True)]
+    return cuts
+
+
+def _pieces(segments, start: int, end: int):
+    """The main thread's pieces of [start, end): (start, end, compute?, op, (op name, counted
+    FLOPs, counted bytes) or None), compute segments and the host gaps between them, in order."""
+    at = start
+    for s, e, label, counted in segments:
+        if e <= start or s >= end:
+            continue
+        s, e = max(s, start), min(e, end)
+        if s > at:
+            yield at, s, False, None, None
+        yield s, e, True, label, counted
+        at = e
+    if end > at:
+        yield at, end, False, None, None
+
+
+def _waits(comm_ends: list[int], a: int, z: int) -> bool:
+    """Whether a host gap [a, z) ends just after a communication span it waited for (cpu_rank.py)."""
+    j = bisect_right(comm_ends, z) - 1
+    return j >= 0 and comm_ends[j] > a and z - comm_ends[j] <= CPU_WAIT_NS
+
+
+def _micro(ns: int, compute: bool, label, counted, microbatches: int, curves: dict) -> Piece:
+    """A piece at one micro-batch's size (module docstring); `curves`: category_curves'."""
+    if not compute or counted is None:
+        return Piece(float(ns), compute, label)
+    name, flops, size = counted
+    measure, work = ("flops", flops) if flops > 0 else ("bytes", size)
+    split = (CLASS_OF[name], flops / microbatches) if name in CLASS_OF and flops > 0 else None
+    category = CATEGORY_OF[FORMULA_OF[name]]
+    curve = curves.get((category, measure))
+    if curve is None:
+        return Piece(ns / microbatches, True, label, split)
+    model = curve if category in SPLIT_CLASSES and measure == "flops" else LatencyFit.of(curve)
+    ratio = model.time_ratio(np.array([work]), np.array([work / microbatches]))[0]
+    return Piece(ns * float(ratio), True, label, split)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    pp: int
+    microbatches: int
+    activation_bytes: int
+    stage_bytes: list[int]  # each stage's parameters in bytes (its gradients)
+    stage_shares: list[float]  # each stage's share of the parameters (of the optimizer's work)
+
+
+class _Chain:
+    """One new rank's main thread as it is built: its last node and a nominal time (the graph's
+    `measured` times of planned nodes, used by no weight)."""
+
+    def __init__(self, ctx: RunContext, rank: int, at: int) -> None:
+        self.ctx, self.rank, self.at = ctx, rank, float(at)
+        self.node = ctx.b.node(at, rank)
+
+    def advance(self, *, fixed: float = 0.0, base: float = 0.0, **edge) -> int:
+        before = self.node
+        self.at += fixed + base
+        self.node = self.ctx.b.node(round(self.at), self.rank)
+        self.ctx.b.edge(before, self.node, fixed=fixed, base=base, **edge)
+        return before
+
+    def piece(self, piece: Piece, phase: Phase = Phase.STEP, share: float = 1.0) -> None:
+        if piece.compute:
+            before = self.advance(
+                base=piece.ns * share,
+                cost=Cost.COMPUTE_OTHER,
+                phase=phase,
+                kind=Segment.COMPUTE,
+                label=piece.label,
+                split=piece.split,
+            )
+            self.ctx.intervals.append((self.rank, before, self.node, "compute", None))
+        else:
+            self.advance(fixed=piece.ns, kind=Segment.HOST_GAP, phase=phase)
+
+    def issue(self, key: tuple, row: dict) -> int:
+        """A planned collective issued here (its end node)."""
+        b = self.ctx.b
+        start, end = b.node(round(self.at), self.rank), b.node(round(self.at), self.rank)
+        b.edge(self.node, start, kind=Segment.LAUNCH_DELAY, label=row["op"])
+        i = self.ctx.instances.add(("synthetic", *key), row)
+        self.ctx.instances.members[i].append((self.rank, start, end))
+        self.ctx.intervals.append((self.rank, start, end, "comm", row["parallel_dim"]))
+        return end
+
+    def wait(self, ends: list[int], label: str | None = None) -> None:
+        """The main thread goes on once every end is reached."""
+        if not ends:
+            return
+        self.advance(kind=Segment.SYNC_TAIL)
+        for end in ends:
+            self.ctx.b.edge(end, self.node, kind=Segment.SYNC_TAIL, label=label)
+
+
+def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: list[StepCut]) -> RankWindows:
+    """One stage of the measured rank `pipeline`'s pipeline: its chain over every step."""
+    f = ctx.timeline.facts
+    pp, last = plan.pp, plan.pp - 1
+    rank = pipeline * pp + stage
+    chain = _Chain(ctx, rank, cuts[0].start_ns)
+    p2p = {
+        "transfer_ns": 0.0,
+        "op": "send",
+        "bytes": plan.activation_bytes,
+        "dtype": f.dtype,
+        "group_size": 2,
+        "parallel_dim": "pp",
+    }
+    starts, ends = [], []
+    for k, cut in enumerate(cuts):
+        if k:
+            chain.advance(fixed=cut.start_ns - cuts[k - 1].end_ns, kind=Segment.HOST_GAP)
+        starts.append([chain.node])
+        for direction, pieces, source, target in (
+            ("forward", cut.forward[stage], stage - 1, stage + 1),
+            ("backward", cut.backward[stage], stage + 1, stage - 1),
+        ):
+            sends = []
+            for m in range(plan.microbatches):
+                if 0 <= source <= last:
+                    link = (pipeline, min(source, stage), cut.step, direction, m)
+                    chain.wait([chain.issue(("pp", *link), p2p)], "recv")
+                buckets = _buckets(plan, f, stage, cut.step, pieces) if direction == "backward" else []
+                last_micro = m == plan.microbatches - 1
+                done, work = 0.0, sum(p.ns for p in pieces if p.compute)
+                for piece in pieces:
+                    chain.piece(piece)
+                    done += piece.ns if piece.compute else 0.0
+                    while last_micro and buckets and done >= work * buckets[0][0]:
+                        sends.append(chain.issue(*buckets.pop(0)[1:]))
+                while last_micro and buckets:
+                    sends.append(chain.issue(*buckets.pop(0)[1:]))
+                if 0 <= target <= last:
+                    link = (pipeline, min(target, stage), cut.step, direction, m)
+                    sends.append(chain.issue(("pp", *link), p2p))
+            chain.wait(sends, "send")
+        for ns, compute, label in cut.optimizer:
+            piece = Piece(float(ns), compute, label)
+            chain.piece(piece, Phase.OPTIMIZER, plan.stage_shares[stage] if compute else 1.0)
+        ends.append(chain.node)
+    return RankWindows(rank, [cut.step for cut in cuts], starts, [], ends)
+
+
+def _buckets(plan: _Plan, facts, stage: int, step: int, pieces: list[Piece]) -> list[tuple]:
+    """A stage's DDP buckets across the pipelines (a group of one where the run measured one
+    data-parallel rank: it spans the projected degree): (share of the backward work done when
+    issued, key, row)."""
+    total = plan.stage_bytes[stage]
+    sizes = [min(DDP_FIRST_BUCKET_BYTES, total)]
+    while sum(sizes) < total:
+        sizes.append(min(DDP_BUCKET_BYTES, total - sum(sizes)))
+    out, done = [], 0
+    for number, size in enumerate(sizes):
+        done += size
+        row = {
+            "transfer_ns": 0.0,
+            "op": "all_reduce",
+            "bytes": size,
+            "dtype": facts.dtype,
+            "group_size": facts.data_parallel,
+            "parallel_dim": "dp",
+        }
+        out.append((done / total, ("ddp", stage, step, number), row))
+    return out
