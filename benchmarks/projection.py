@@ -89,23 +89,22 @@ def world_size_two(root: Path, skip_collect: bool) -> None:
     runs = root / "runs"
     if not skip_collect:
         shutil.rmtree(runs, ignore_errors=True)
-        for strategy in ("ddp", "fsdp"):
-            for size in (1, 2):
-                tracehouse(
-                    "collect",
-                    "--model",
-                    "tiny",
-                    "--strategy",
-                    strategy,
-                    "--world-size",
-                    str(size),
-                    "--steps",
-                    "6",
-                    "--study",
-                    f"ws{size}",
-                    "--out",
-                    str(runs / f"ws{size}"),
-                )
+        for strategy, size in (("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2), ("tp", 2), ("pp", 2)):
+            tracehouse(
+                "collect",
+                "--model",
+                "tiny",
+                "--strategy",
+                strategy,
+                "--world-size",
+                str(size),
+                "--steps",
+                "6",
+                "--study",
+                f"ws{size}",
+                "--out",
+                str(runs / f"ws{size}"),
+            )
         tracehouse("calibrate", "--world-size", "2", "--out", str(runs / "calibration"))
     one, two = root / "wh-ws1", root / "wh-ws2"
     for folder in (one, two):
@@ -124,24 +123,30 @@ def world_size_two(root: Path, skip_collect: bool) -> None:
         )
     )
     truth_by_strategy = {row["run_id"].split("-")[0]: row for row in measured}
-    print("\n2. CPU world size 2 projected from a world-size-1 run and a world-size-2 calibration")
+    print(
+        "\n2. CPU world size 2 projected from a world-size-1 run and a world-size-2 calibration "
+        "(DDP and FSDP as measured; TP and PP: --layout dp=1,tp=2 and dp=1,pp=2)"
+    )
     print(
         "   components: compute / exposed communication / other / idle, % of the step; error: projected "
         "- measured (points)"
     )
-    header = f"   {'run':<10} {'model':<16} {'step ms':>8} {'measured':>9} {'error':>7}  components (error)"
+    header = f"   {'run':<16} {'model':<16} {'step ms':>8} {'measured':>9} {'error':>7}  components (error)"
     print(header)
+    study = ["--warehouse", str(one), "--study", "ws1", "--json"]
     for label, extra in (("interference", []), ("no interference", ["--no-interference"])):
-        projected = json.loads(
-            tracehouse(
-                "project", "--warehouse", str(one), "--study", "ws1", "--world-sizes", "2", "--json", *extra
-            )
-        )
-        for run in projected:
+        projected = [
+            (None, run) for run in json.loads(tracehouse("project", *study, "--world-sizes", "2", *extra))
+        ]
+        for strategy, layout in (("tp", "dp=1,tp=2"), ("pp", "dp=1,pp=2")):
+            for source in ("ddp-ws1", "fsdp-ws1"):
+                changed = tracehouse("project", *study, "--run", source, "--layout", layout, *extra)
+                projected += [(strategy, run) for run in json.loads(changed)]
+        for strategy, run in projected:
             points = {p["world_size"]: p for p in run["points"]}
-            truth = truth_by_strategy.get(run["run_id"].split("-")[0])
+            truth = truth_by_strategy.get(strategy or run["run_id"].split("-")[0])
             if 2 not in points or truth is None:  # refused: its data-parallel collectives cannot be planned
-                print(f"   {run['run_id']:<10} {label:<16} not projected: {'; '.join(run['notes'])}")
+                print(f"   {run['run_id']:<16} {label:<16} not projected: {'; '.join(run['notes'])}")
                 continue
             guess = points[2]
             error = 100 * (guess["step_time_us"] - truth["step_time_us"]) / truth["step_time_us"]
@@ -149,8 +154,9 @@ def world_size_two(root: Path, skip_collect: bool) -> None:
                 f"{100 * guess[c]:.1f} ({100 * (guess[c] - truth[c]):+.1f})"
                 for c in ("compute_frac", "exposed_comm_frac", "other_frac", "idle_frac")
             )
+            name = run["run_id"] if strategy is None else f"{run['run_id']} as {strategy}"
             print(
-                f"   {run['run_id']:<10} {label:<16} {guess['step_time_us'] / 1e3:8.2f} "
+                f"   {name:<16} {label:<16} {guess['step_time_us'] / 1e3:8.2f} "
                 f"{truth['step_time_us'] / 1e3:9.2f} {error:+6.1f}%  {parts}"
             )
     for strategy, row in sorted(truth_by_strategy.items()):
@@ -225,6 +231,10 @@ def layout_change(root: Path) -> None:
     changes = [(run, "dp", (1, 2), ",tp=2") for run in ("ddp-ws1", "ddp-ws2")]
     changes += [(run, "fsdp", (1, 2), ",tp=2") for run in ("fsdp-ws1", "fsdp-ws2")]
     layout_rows(root, changes)
+    print("\n8. pipeline parallelism added (--layout dp=...,pp=2) against the pp run measured there")
+    layout_rows(
+        root, [(run, "dp", (1, 2), ",pp=2") for run in ("ddp-ws1", "ddp-ws2", "fsdp-ws1", "fsdp-ws2")]
+    )
 
 
 def layout_rows(root: Path, changes: list[tuple]) -> None:
@@ -235,7 +245,7 @@ def layout_rows(root: Path, changes: list[tuple]) -> None:
     warehouse = root / "identity"
     study = ["--warehouse", str(warehouse), "--study", "tiny-cpu-gloo"]
     print(
-        f"   {'run':<15} {'as':<11} {'measured by':<15} {'proj ms':>8} {'meas ms':>8} {'error':>8}"
+        f"   {'run':<15} {'as':<24} {'measured by':<15} {'proj ms':>8} {'meas ms':>8} {'error':>8}"
         "   components: compute / exposed / other / idle, % of the step (error in points)"
     )
     for run, kind, degrees, *tp in changes:
@@ -258,7 +268,7 @@ def layout_rows(root: Path, changes: list[tuple]) -> None:
             )
             error = 100 * (projected / measured - 1)
             print(
-                f"   {run:<15} {layout:<11} {other:<15} {projected:8.2f} {measured:8.2f} {error:+7.1f}%"
+                f"   {run:<15} {layout:<24} {other:<15} {projected:8.2f} {measured:8.2f} {error:+7.1f}%"
                 f"   {parts}"
             )
 

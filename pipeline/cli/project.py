@@ -295,7 +295,7 @@ def _band_words(p: ProjectedPoint) -> str:
         )
     if band.get("layout_basis"):
         words += (
-            "; with a changed layout (data-parallel kind or tp), a factor "
+            "; with a changed layout (data-parallel kind, tp or pp), a factor "
             f"exp({band['layout_error']:.3g}) more: "
             f"{band['layout_basis']}"
         )

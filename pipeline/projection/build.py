@@ -40,6 +40,7 @@ class RunGraph:
     tp: int | None = None  # the tensor-parallel degree planned on a run without (None: as measured)
     curves: dict[int, Curve] = field(default_factory=dict)  # split ops' time at a new size (efficiency.py)
     pipeline: tuple[int, int] | None = None  # (pp, micro-batches) replayed from a run without (stages.py)
+    tokens_scale: float = 1.0  # the tokens per device its work was built for, over the measured run's
 
     @cached_property
     def planned(self) -> np.ndarray:

@@ -68,6 +68,7 @@ from tracehouse.pipeline.projection.scenario import (
     layout_at_measured,
     layout_for,
     scaled_weights,
+    tokens_factor,
     with_transfers,
 )
 from tracehouse.pipeline.projection.search import measured_power
@@ -134,6 +135,17 @@ def project_run(
     # a pipeline's graph is no replay of the measurement: the measured run's own graph is checked
     measured = run if run.pipeline is None else build_run_graph(timeline)
     identity = identity_check(measured, timeline.measured_windows())
+    graphs = {run.tokens_scale: run}
+
+    def graph_at(layout: Layout) -> RunGraph:
+        """The graph a layout replays: a pipeline's is built for the tokens each pipeline carries."""
+        if run.pipeline is None:
+            return run
+        scale = tokens_factor(layout, scenario)
+        if scale not in graphs:
+            graphs[scale] = layout_changed(connection, timeline, kind, tp, pipeline, scale)
+        return graphs[scale]
+
     measured_step = median(m for m, _ in identity.steps.values()) if identity.steps else None
     gap = data_parallel_gap(facts, run, timeline)
     hosts = rank_hosts(connection, study, run_id)
@@ -146,8 +158,13 @@ def project_run(
         if gap is not None and layout.dp_new != layout.dp:
             refused[size] = gap
             continue
-        times = scenario_times(run_id, run, layout, scenario, network, hosts, interference)
-        replays.append((layout, summarize(run, times)))
+        try:
+            at = graph_at(layout)
+        except TracehouseError as exc:  # a pipeline whose micro-batches its tokens there cannot fill
+            refused[size] = str(exc).partition(": ")[2]
+            continue
+        times = scenario_times(run_id, at, layout, scenario, network, hosts, interference)
+        replays.append((layout, summarize(at, times)))
     # the node capacity places only projected layouts (the measured one sits on its traces' hosts)
     placed = assumed and any(layout.world_size_new != facts.world_size for layout, _ in replays)
     notes = [*refusal_notes(refused), *([assumed] if placed else [])]
@@ -170,10 +187,13 @@ def project_run(
     points = with_measured(workload, facts, points, scenario.weak_scaling, tp, pipeline)
     points = [replace(p, provenance=rests_on) for p in points]
 
-    def measurable(layout: Layout) -> np.ndarray:
-        return scenario_times(run_id, run, layout, scenario.measurable(), network, hosts, interference)
+    def measurable(layout: Layout) -> ReplayedRun:
+        at = graph_at(layout)
+        return summarize(
+            at, scenario_times(run_id, at, layout, scenario.measurable(), network, hosts, interference)
+        )
 
-    checks = held_out_checks(workload, facts, run, scenario, (replays, gap), measurable)
+    checks = held_out_checks(workload, facts, scenario, (replays, gap), measurable)
     changed = [f"tp={tp}"] if changes_tp(facts, tp) else []
     changed += [f"pp={pipeline[0]}"] if pipeline else []
     changed[:0] = [kind] if kind is not None and (changed or changes_kind(facts, kind)) else []
@@ -189,18 +209,20 @@ def layout_changed(
     kind: str | None,
     tp: int | None,
     pipeline: tuple[int, int] | None = None,
+    tokens_scale: float = 1.0,
 ) -> RunGraph:
     """The run's graph with the collectives of data-parallel `kind` planned in place of its own
     (None: its own kept), and those of a `tp`-way tensor-parallel split of a run without one
     (None: none) with its split ops' efficiency curves (synthetic.py, efficiency.py); or, with
-    `pipeline` (pp, micro-batches), the run without one replayed as that pipeline (stages.py). A
-    run they cannot be planned for is a TracehouseError saying why."""
+    `pipeline` (pp, micro-batches), the run without one replayed as that pipeline (stages.py), each
+    pipeline carrying `tokens_scale` times a measured data-parallel rank's tokens. A run they cannot
+    be planned for is a TracehouseError saying why."""
     facts = timeline.facts
     name = f"{facts.study}/{facts.run_id}"
     kind = kind if changes_kind(facts, kind) else None
     tp = tp if changes_tp(facts, tp) else None
     if pipeline is not None:
-        return pipelined(connection, timeline, kind, tp, pipeline)
+        return pipelined(connection, timeline, kind, tp, pipeline, tokens_scale)
     what = " and ".join([*([f"as {kind}"] if kind else []), *([f"with tp={tp}"] if tp else [])])
     if kind is not None and facts.strategy is None:
         raise TracehouseError(
@@ -251,9 +273,11 @@ def pipelined(
     kind: str | None,
     tp: int | None,
     pipeline: tuple[int, int],
+    tokens_scale: float = 1.0,
 ) -> RunGraph:
-    """The run replayed as a pipeline of (pp, micro-batches) over DDP replicas (stages.py), where
-    it can be: a CPU run of the reference Llama with neither tensor nor pipeline parallelism."""
+    """The run replayed as a pipeline of (pp, micro-batches) over DDP replicas (stages.py), each
+    carrying `tokens_scale` times a measured data-parallel rank's tokens, where it can be: a CPU run
+    of the reference Llama with neither tensor nor pipeline parallelism."""
     facts = timeline.facts
     name = f"{facts.study}/{facts.run_id}"
     pp, microbatches = pipeline
@@ -274,7 +298,7 @@ def pipelined(
         )
     curves = category_curves(connection, facts.study, facts.device_type or "cpu")
     try:
-        return replace(build_pipeline_graph(timeline, pp, microbatches, curves), kind=kind)
+        return replace(build_pipeline_graph(timeline, pp, microbatches, curves, tokens_scale), kind=kind)
     except GraphCycleError:
         raise TracehouseError(f"{name}: its pipeline of pp={pp} has a cycle (a tracehouse bug)") from None
 
@@ -300,10 +324,9 @@ def pipeline_of(facts: RunFacts, scenario: Scenario) -> tuple[int, int] | None:
 def held_out_checks(
     workload: list[MeasuredRun],
     facts: RunFacts,
-    run: RunGraph,
     scenario: Scenario,
     projected: tuple[list[tuple[Layout, ReplayedRun]], str | None],
-    replay: Callable[[Layout], np.ndarray],
+    replay: Callable[[Layout], ReplayedRun],
 ) -> list[Check]:
     """The run projected, without the scenario's what-ifs, to each world size at which the study
     measured another run of its workload (band.py); a replay of the scenario's own is reused
@@ -318,7 +341,7 @@ def held_out_checks(
             continue
         if gap is not None and layout.dp_new != layout.dp:
             continue
-        replayed = done.get(size) or summarize(run, replay(layout))
+        replayed = done.get(size) or replay(layout)
         if replayed.step_time_us > 0:
             at = (facts.world_size, size, other.run_id)
             checks.append(Check(facts.study, facts.run_id, *at, replayed.step_time_us, other.step_time_us))
@@ -327,7 +350,7 @@ def held_out_checks(
 
 def with_band(projection: RunProjection, band: Band) -> RunProjection:
     """The run's points with their error band (band.py) and its part of the provenance, widened
-    where the projection changes the run's layout (as another data-parallel kind or tp)."""
+    where the projection changes the run's layout (as another data-parallel kind, tp or pp)."""
     replay_error = projection.identity.max_error
     changed = projection.as_kind is not None
     points = []

@@ -354,7 +354,7 @@ def tokens_factor(layout: Layout, scenario: Scenario) -> float:
 def scaled_weights(run: RunGraph, layout: Layout, scenario: Scenario) -> np.ndarray:
     """Every edge's weight under the scenario but the transfers' (left at their fixed parts)."""
     g = run.graph
-    tokens = tokens_factor(layout, scenario)
+    tokens = tokens_factor(layout, scenario) / run.tokens_scale
     optimizer = (layout.dp if layout.measured_sharded else 1) / (
         layout.dp_new if layout.sharded_optimizer else 1
     )
@@ -410,7 +410,7 @@ def instance_transfers(
     if layout.changes_kind:
         dims = [is_data_parallel(dim, layout) for dim in inst.dim]
         dropped[: len(dims)] = np.array(dims, dtype=bool) & ~run.planned[: len(dims)]
-    tokens = tokens_factor(layout, scenario)
+    tokens = tokens_factor(layout, scenario) / run.tokens_scale
     targets = [_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
     if layout.changes_tp or layout.changes_pp:  # a data-parallel group of one rank at the new layout: none
         alone = [dp and n_new == 1 for n_new, _, dp in targets]

@@ -76,11 +76,17 @@ class StepCut:
 
 
 def build_pipeline_graph(
-    timeline: RunTimeline, pp: int, microbatches: int, curves: dict[tuple[str, str], Curve]
+    timeline: RunTimeline,
+    pp: int,
+    microbatches: int,
+    curves: dict[tuple[str, str], Curve],
+    tokens_scale: float = 1.0,
 ) -> RunGraph:
     """The run replayed as a `pp`-stage GPipe pipeline of `microbatches` micro-batches (module
-    docstring), its ops timed by the categories' `curves`; a run it cannot be planned for is a
-    TracehouseError saying why."""
+    docstring), its ops timed by the categories' `curves`, each pipeline carrying `tokens_scale`
+    times the tokens of a measured data-parallel rank (the projected layout's: a pipeline's
+    micro-batches are built at the size they run, so per-call work does not follow the tokens); a
+    run it cannot be planned for is a TracehouseError saying why."""
     f = timeline.facts
     name = f"{f.study}/{f.run_id}"
     width = DTYPE_BYTES.get(f.dtype or "fp32")
@@ -91,11 +97,10 @@ def build_pipeline_graph(
         )
     if pp > f.model.n_layers:
         raise TracehouseError(f"{name}: pp={pp} exceeds its model's {f.model.n_layers} layers")
-    tokens = f.tokens_per_step // f.data_parallel
+    tokens = round(f.tokens_per_step / f.data_parallel * tokens_scale)
     if tokens % microbatches:
         raise TracehouseError(
-            f"{name}: its {tokens} tokens per data-parallel rank do not split into {microbatches} "
-            "micro-batches"
+            f"{name}: a pipeline's {tokens} tokens a step do not split into {microbatches} micro-batches"
         )
     activation = tokens // microbatches * f.model.d_model * width
     params = [stage_params(f.model, pp, s) for s in range(pp)]
@@ -103,7 +108,7 @@ def build_pipeline_graph(
     ctx = RunContext(GraphBuilder(), timeline)
     windows = []
     for rank in timeline.cpu_ranks:
-        cuts = typical(cut_steps(timeline, rank, pp, microbatches, curves))
+        cuts = typical(cut_steps(timeline, rank, pp, microbatches / tokens_scale, curves))
         windows += [_add_stage(ctx, plan, rank, stage, cuts) for stage in range(pp)]
     join_instances(ctx.b, ctx.instances, {})
     instances = ctx.instances
@@ -114,13 +119,16 @@ def build_pipeline_graph(
         windows=windows,
         intervals=ctx.intervals,
         pipeline=(pp, microbatches),
+        tokens_scale=tokens_scale,
     )
 
 
 def cut_steps(
-    t: RunTimeline, rank: int, pp: int, microbatches: int, curves: dict[tuple[str, str], Curve]
+    t: RunTimeline, rank: int, pp: int, microbatches: float, curves: dict[tuple[str, str], Curve]
 ) -> list[StepCut]:
-    """Each step of one rank cut into its stages' regions, each piece at a micro-batch's size."""
+    """Each step of one rank cut into its stages' regions, each piece at a micro-batch's size: 1 /
+    `microbatches` of the measured step's work (more than the pipeline's count where a pipeline
+    carries fewer tokens than the measured rank)."""
     f = t.facts
     steps = t.steps.filter(pl.col("rank") == rank).sort("start_ns")
     try:
@@ -210,7 +218,7 @@ def _waits(comm_ends: list[int], a: int, z: int) -> bool:
     return j >= 0 and comm_ends[j] > a and z - comm_ends[j] <= CPU_WAIT_NS
 
 
-def _micro(ns: int, compute: bool, label, counted, microbatches: int, curves: dict) -> Piece:
+def _micro(ns: int, compute: bool, label, counted, microbatches: float, curves: dict) -> Piece:
     """A piece at one micro-batch's size (module docstring); `curves`: category_curves'."""
     if not compute or counted is None:
         return Piece(float(ns), compute, label)

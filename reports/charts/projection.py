@@ -57,11 +57,11 @@ def hint(warehouse: str, study: str) -> str:
 def projected_rows(con: duckdb.DuckDBPyConnection, study: str) -> pl.DataFrame:
     """One row per projected point (run, scenario, world size), with its curve name and the strategy
     of its layout: a DDP run projected as FSDP stands with the FSDP runs, split over tp ranks with
-    the tp runs."""
+    the tp runs, as a pipeline with the pp runs."""
     rows = frame(con, PROJECTED, study)
     specs = {text: parse_layout(text) for text in rows["layout"].drop_nulls().unique()}
     strategies = [
-        strategy_as(strategy, spec.kind, spec.tp) if (spec := specs.get(text)) else strategy
+        strategy_as(strategy, spec.kind, spec.tp, spec.pp) if (spec := specs.get(text)) else strategy
         for strategy, text in zip(rows["strategy"], rows["layout"], strict=True)
     ]
     strategies = [new or old for new, old in zip(strategies, rows["strategy"], strict=True)]

@@ -168,7 +168,11 @@ def test_a_pipeline_point_names_its_layout_and_sits_beside_the_pp_run(
             "fsdp=1,pp=2",
             "a pipeline's data-parallel replicas are DDP's (tracehouse collect's pp)",
         ),
-        ("ddp-ws1", "dp=1,pp=2,microbatches=3", "its 512 tokens per data-parallel rank do not split into 3"),
+        (
+            "ddp-ws1",
+            "dp=1,pp=2,microbatches=3",
+            "a pipeline's 512 tokens a step do not split into 3 micro-batches",
+        ),
         ("ddp-ws1", "dp=1,pp=4", "pp=4 exceeds its model's 2 layers"),
         ("ddp-ws1", "dp=1,tp=2,pp=2", "not with tp added"),
         ("pp-ws2", "dp=1,pp=1", "the layout's pp=1 differs from the run's pp=2"),
