@@ -770,50 +770,55 @@ def with_other_kinds(
     **options: Any,
 ) -> Projections:
     """`results` (a study projected as measured) and every run of the study projected as the other
-    data-parallel kind (DDP runs as FSDP, FSDP runs as DDP) and, where it has no tensor
-    parallelism nor pipeline parallelism, split over each degree of TP_DEGREES that its study's
-    models allow, as each kind, as `project_study` with `options` projected them: what `--search`
-    ranks. Each layout's points are stored under the scenario's name with `+as-<kind>` (and
-    `+tp<N>`; the scenario's own short name when none is given); a run that cannot be projected so
-    is in `failed`, as "<run> as <kind>" (or "<run> as <kind>,tp=<N>")."""
+    data-parallel kind (DDP runs as FSDP, FSDP runs as DDP) and, where it has neither tensor nor
+    pipeline parallelism, split over each degree of TP_DEGREES that its study's models allow, as
+    each kind, and as a pipeline of each degree of PP_DEGREES its model's layers allow (over DDP
+    replicas), as `project_study` with `options` projected them: what `--search` ranks. Each
+    layout's points are stored under the scenario's name with `+as-<kind>` (and `+tp<N>` or
+    `+pp<N>`; the scenario's own short name when none is given); a run that cannot be projected so is
+    in `failed`, as "<run> as <kind>" (or "<run> as <kind>,tp=<N>", "<run> as ddp,pp=<N>")."""
     from tracehouse.pipeline.warehouse.reading import open_reader
 
     out = Projections(results, failed=results.failed)
     with open_reader(warehouse_dir) as connection:
-        degrees = tp_degrees(connection, options["study"])
-    for tp in (None, *degrees):
-        for kind in ("ddp", "fsdp"):
-            changed = replace(scenario, data_parallel=kind, tensor_parallel=tp)
-            own = changed.short_name(options.get("network_file"))
-            split = f"+tp{tp}" if tp else ""
-            name = f"{scenario_name}+as-{kind}{split}" if scenario_name else own
-            found = project_study(
-                warehouse_dir, run_id=None, scenario=changed, scenario_name=name, changes_only=True, **options
-            )
-            out.extend(found)
-            label = f"{kind},tp={tp}" if tp else kind
-            out.failed.update({f"{run} as {label}": why for run, why in found.failed.items()})
-            out.power_w.update(found.power_w)
+        tp_split, pp_split = split_degrees(connection, options["study"])
+    layouts = [(kind, tp, None) for tp in (None, *tp_split) for kind in ("ddp", "fsdp")]
+    layouts += [("ddp", None, pp) for pp in pp_split]
+    for kind, tp, pp in layouts:
+        changed = replace(scenario, data_parallel=kind, tensor_parallel=tp, pipeline_parallel=pp)
+        own = changed.short_name(options.get("network_file"))
+        split = f"+tp{tp}" if tp else f"+pp{pp}" if pp else ""
+        name = f"{scenario_name}+as-{kind}{split}" if scenario_name else own
+        found = project_study(
+            warehouse_dir, run_id=None, scenario=changed, scenario_name=name, changes_only=True, **options
+        )
+        out.extend(found)
+        label = f"{kind},tp={tp}" if tp else f"{kind},pp={pp}" if pp else kind
+        out.failed.update({f"{run} as {label}": why for run, why in found.failed.items()})
+        out.power_w.update(found.power_w)
     out.power_w.update(results.power_w)
     out.interference, out.band = results.interference, results.band
     return out
 
 
-# The tensor-parallel degrees `with_other_kinds` tries (within a node of 8 devices).
+# The tensor- and pipeline-parallel degrees `with_other_kinds` tries (tp within a node of 8 devices).
 TP_DEGREES = (2, 4, 8)
+PP_DEGREES = (2, 4, 8)
 
 
-def tp_degrees(connection: duckdb.DuckDBPyConnection, study: str) -> list[int]:
-    """The degrees of TP_DEGREES that split the reference model of some run of the study without
-    tensor parallelism (its heads, key-value heads, feed-forward width and vocabulary)."""
+def split_degrees(connection: duckdb.DuckDBPyConnection, study: str) -> tuple[list[int], list[int]]:
+    """The degrees of TP_DEGREES that split the reference model of some run of the study with
+    neither tensor nor pipeline parallelism (its heads, key-value heads, feed-forward width and
+    vocabulary), and those of PP_DEGREES that its layers allow."""
     rows = connection.execute(
         """SELECT m.model_config FROM runs AS r JOIN run_manifests AS m USING (study, run_id)
-           WHERE r.study = ? AND coalesce(r.tp, 1) = 1""",
+           WHERE r.study = ? AND coalesce(r.tp, 1) = 1 AND coalesce(r.pp, 1) = 1""",
         [study],
     ).fetchall()
     models = [m for (text,) in rows if (m := reference_model(text)) is not None]
     sizes = [(m.n_heads, m.n_kv_heads, m.ffn_hidden, m.vocab_size) for m in models]
-    return [tp for tp in TP_DEGREES if any(all(n % tp == 0 for n in size) for size in sizes)]
+    tp = [tp for tp in TP_DEGREES if any(all(n % tp == 0 for n in size) for size in sizes)]
+    return tp, [pp for pp in PP_DEGREES if any(pp <= m.n_layers for m in models)]
 
 
 def changes_layout(facts: RunFacts, scenario: Scenario) -> bool:
