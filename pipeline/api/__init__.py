@@ -134,7 +134,8 @@ def project(
     the world sizes, as `--layout` does. `scenario` names the points (default: from what changes).
     `other_kinds`: every run also projected as the other data-parallel kind (DDP as FSDP, FSDP as
     DDP) and, without tensor or pipeline parallelism, split over the tp degrees its model allows
-    and as a pipeline of the pp degrees its layers allow, as `--search` does; `.ranking(N)` of the result then ranks them all.
+    and as a pipeline of the pp degrees its layers allow, as `--search` does; `.ranking(N)` of the
+    result then ranks them all.
     Across a study, a run that cannot be projected is left out and named with its reason in the
     result's `failed`; the result shows as tables in a notebook and `.pl()` gives its points."""
     from tracehouse.pipeline.projection.layouts import layout_family, parse_layout

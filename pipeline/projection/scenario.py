@@ -411,7 +411,7 @@ def instance_transfers(
         dims = [is_data_parallel(dim, layout) for dim in inst.dim]
         dropped[: len(dims)] = np.array(dims, dtype=bool) & ~run.planned[: len(dims)]
     tokens = tokens_factor(layout, scenario) / run.tokens_scale
-    targets = [_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
+    targets = [instance_target(run, i, layout, scenario, tokens) for i in range(len(inst.transfer_ns))]
     if layout.changes_tp or layout.changes_pp:  # a data-parallel group of one rank at the new layout: none
         alone = [dp and n_new == 1 for n_new, _, dp in targets]
         dropped[: len(alone)] |= np.array(alone, dtype=bool)
@@ -456,7 +456,7 @@ def instance_transfers(
     return Transfers(out, sources, dropped)
 
 
-def _target(
+def instance_target(
     run: RunGraph, i: int, layout: Layout, scenario: Scenario, tokens: float
 ) -> tuple[int, float, bool]:
     """An instance's projected group size, its bytes under the scenario, and whether it is data-parallel."""

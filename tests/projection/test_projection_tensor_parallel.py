@@ -23,7 +23,13 @@ from tracehouse.pipeline.projection.efficiency import SPLIT_CLASSES, fit_curve, 
 from tracehouse.pipeline.projection.graph import Cost
 from tracehouse.pipeline.projection.memory import model_state
 from tracehouse.pipeline.projection.project import identity_check
-from tracehouse.pipeline.projection.scenario import Scenario, layout_for, scaled_weights
+from tracehouse.pipeline.projection.scenario import (
+    Scenario,
+    instance_target,
+    instance_transfers,
+    layout_for,
+    scaled_weights,
+)
 from tracehouse.pipeline.projection.synthetic import planned_tp_collectives
 from tracehouse.pipeline.projection.timeline import load_run
 from tracehouse.pipeline.warehouse.reading import open_reader
@@ -101,6 +107,32 @@ def test_split_ops_take_the_curves_time_and_the_rest_keeps_its_own(sample_wareho
     np.testing.assert_array_equal(as_tp[rest], as_measured[rest])
     # the matmuls at half their FLOPs run slower per FLOP on this CPU: more than half their time
     assert 0.5 < as_tp[split].sum() / as_measured[split].sum() < 1
+
+
+def test_the_gradients_a_rank_holds_follow_its_share_and_a_group_of_one_is_dropped(
+    sample_warehouse: Path,
+) -> None:
+    with open_reader(sample_warehouse) as con:
+        t = load_run(con, STUDY, "ddp-ws2")
+    run = build_run_graph(t, None, 2)
+    inst = run.instances
+    gradients = [
+        i
+        for i, (dim, op) in enumerate(zip(inst.dim, inst.op, strict=True))
+        if dim == "dp" and op == "all_reduce"
+    ]
+    assert gradients and all(not run.planned[i] for i in gradients)  # ddp-ws2's own all-reduces
+    scenario = Scenario(tensor_parallel=2)
+    # at dp=2,tp=2 each rank holds half the parameters: half the gradient bytes, the same 2 replicas
+    wide = layout_for(t.facts, 4, tp=2)
+    for i in gradients:
+        assert instance_target(run, i, wide, scenario, 1.0) == (2, inst.bytes[i] / 2, True)
+    # at dp=1,tp=2 a data-parallel group is one rank: the all-reduce is dropped, not timed
+    dropped = instance_transfers(run, layout_for(t.facts, 2, tp=2), scenario, None, {}).dropped
+    assert (
+        dropped[gradients].all()
+        and not dropped[[i for i in range(len(inst.dim)) if inst.dim[i] == "tp"]].any()
+    )
 
 
 @settings(max_examples=60, deadline=None)
