@@ -72,7 +72,11 @@ class StepCut:
     end_ns: int
     forward: list[list[Piece]]  # per stage
     backward: list[list[Piece]]  # per stage
-    optimizer: list[tuple[int, bool, str | None]] = field(default_factory=list)  # (ns, compute, op)
+    optimizer: list[Piece] = field(default_factory=list)  # every stage's, at the measured size
+
+    def regions(self) -> list[list[Piece]]:
+        """Every region's pieces: the stages' forward, their backward, the optimizer's."""
+        return [*self.forward, *self.backward, self.optimizer]
 
 
 def build_pipeline_graph(
@@ -171,7 +175,7 @@ def cut_steps(
                 continue
             region, stage = cuts[max(0, bisect_right(at, a) - 1)][1]
             if region == "optimizer" or inside(optimizer, a):
-                cut.optimizer.append((z - a, compute_piece, label))
+                cut.optimizer.append(Piece(float(z - a), compute_piece, label))
                 continue
             piece = _micro(z - a, compute_piece, label, flops, microbatches, curves)
             (cut.forward if region == "forward" else cut.backward)[stage].append(piece)
@@ -182,17 +186,13 @@ def cut_steps(
 def typical(cuts: list[StepCut]) -> list[StepCut]:
     """The cuts with each region's pieces at their median over the steps, where every step has the
     same pieces there (the same ops in the same order): a stall of one measured step (page faults,
-    a collection) is not repeated once per micro-batch."""
-    for regions in ("forward", "backward"):
-        for stage in range(len(getattr(cuts[0], regions)) if cuts else 0):
-            runs = [getattr(cut, regions)[stage] for cut in cuts]
-            shapes = {tuple((p.compute, p.label) for p in pieces) for pieces in runs}
-            if len(shapes) != 1:
-                continue
-            medians = np.median(np.array([[p.ns for p in pieces] for pieces in runs]), axis=0)
-            for cut in cuts:
-                pieces = getattr(cut, regions)[stage]
-                pieces[:] = [replace(p, ns=float(ns)) for p, ns in zip(pieces, medians, strict=True)]
+    a collection, the optimizer's first step) is not repeated on every stage and micro-batch."""
+    for runs in zip(*(cut.regions() for cut in cuts), strict=True):  # one region, step by step
+        if len({tuple((p.compute, p.label) for p in pieces) for pieces in runs}) != 1:
+            continue
+        medians = np.median(np.array([[p.ns for p in pieces] for pieces in runs]), axis=0)
+        for pieces in runs:
+            pieces[:] = [replace(p, ns=float(ns)) for p, ns in zip(pieces, medians, strict=True)]
     return cuts
 
 
@@ -333,9 +333,8 @@ def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: li
                     link = (pipeline, min(target, stage), cut.step, direction, m)
                     sends.append(chain.issue(("pp", *link), p2p))
             chain.wait(sends, "send")
-        for ns, compute, label in cut.optimizer:
-            piece = Piece(float(ns), compute, label)
-            chain.piece(piece, Phase.OPTIMIZER, plan.stage_shares[stage] if compute else 1.0)
+        for piece in cut.optimizer:
+            chain.piece(piece, Phase.OPTIMIZER, plan.stage_shares[stage] if piece.compute else 1.0)
         ends.append(chain.node)
     return RankWindows(rank, [cut.step for cut in cuts], starts, [], ends)
 

@@ -40,7 +40,7 @@ def test_the_cut_keeps_every_piece_of_the_step_once(ddp_ws1) -> None:
     timeline, curves = ddp_ws1
     for cut in cut_steps(timeline, 0, 2, 1, curves):  # one micro-batch: every piece at its own time
         pieces = [p for stage in (*cut.forward, *cut.backward) for p in stage]
-        total = sum(p.ns for p in pieces) + sum(ns for ns, _, _ in cut.optimizer)
+        total = sum(p.ns for p in pieces) + sum(p.ns for p in cut.optimizer)
         assert total == cut.end_ns - cut.start_ns  # ddp-ws1 waits for no collective: nothing dropped
         labels = [{p.label for p in stage} for stage in cut.forward]
         assert "aten::embedding" in labels[0] and "aten::embedding" not in labels[1]
@@ -62,7 +62,7 @@ def test_each_op_runs_at_a_micro_batch_of_its_work(ddp_ws1) -> None:
 
 
 def _cut(step: int, forward: list[float]) -> StepCut:
-    return StepCut(step, 0, 0, [[Piece(ns, True, f"op{i}") for i, ns in enumerate(forward)]], [[]])
+    return StepCut(step, 0, 0, [[Piece(ns, True, f"op{i}") for i, ns in enumerate(forward)]], [[]], [])
 
 
 def test_a_stall_of_one_step_is_not_repeated_per_micro_batch() -> None:
@@ -80,7 +80,7 @@ def _gpipe(cuts: list[StepCut], pp: int, m: int, shares: list[float]) -> dict[tu
     forward = [[sum(p.ns for p in cut.forward[s]) for s in range(pp)] for cut in cuts]
     backward = [[sum(p.ns for p in cut.backward[s]) for s in range(pp)] for cut in cuts]
     optimizer = [
-        [sum(ns * (shares[s] if compute else 1.0) for ns, compute, _ in cut.optimizer) for s in range(pp)]
+        [sum(p.ns * (shares[s] if p.compute else 1.0) for p in cut.optimizer) for s in range(pp)]
         for cut in cuts
     ]
     at = {}  # ("issue"|"post", direction, step, stage, micro-batch) -> ns
