@@ -102,9 +102,15 @@ def build_pipeline_graph(
     if pp > f.model.n_layers:
         raise TracehouseError(f"{name}: pp={pp} exceeds its model's {f.model.n_layers} layers")
     tokens = round(f.tokens_per_step / f.data_parallel * tokens_scale)
-    if tokens % microbatches:
+    # micro-batches of whole sequences, as tracehouse collect splits them (tokens where none is known)
+    count, unit = (
+        (round(f.global_batch / f.data_parallel * tokens_scale), "sequences")
+        if f.global_batch
+        else (tokens, "tokens")
+    )
+    if count % microbatches or not count:
         raise TracehouseError(
-            f"{name}: a pipeline's {tokens} tokens a step do not split into {microbatches} micro-batches"
+            f"{name}: a pipeline's {count} {unit} a step do not split into {microbatches} micro-batches"
         )
     activation = tokens // microbatches * f.model.d_model * width
     params = [stage_params(f.model, pp, s) for s in range(pp)]

@@ -171,7 +171,7 @@ def test_a_pipeline_point_names_its_layout_and_sits_beside_the_pp_run(
         (
             "ddp-ws1",
             "dp=1,pp=2,microbatches=3",
-            "a pipeline's 512 tokens a step do not split into 3 micro-batches",
+            "a pipeline's 8 sequences a step do not split into 3 micro-batches",
         ),
         ("ddp-ws1", "dp=1,pp=4", "pp=4 exceeds its model's 2 layers"),
         ("ddp-ws1", "dp=1,tp=2,pp=2", "not with tp added"),
