@@ -129,11 +129,13 @@ def project_run(
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     facts = timeline.facts
     kind, tp, pipeline = scenario.data_parallel, scenario.tensor_parallel, pipeline_of(facts, scenario)
+    given = run
     changed = (changes_kind(facts, kind) and run.kind != kind) or (changes_tp(facts, tp) and run.tp != tp)
     if changed or run.pipeline != pipeline:
         run = layout_changed(connection, timeline, kind, tp, pipeline)
     # a pipeline's graph is no replay of the measurement: the measured run's own graph is checked
-    measured = run if run.pipeline is None else build_run_graph(timeline)
+    as_measured = given.pipeline is None and given.kind is None and given.tp is None
+    measured = run if run.pipeline is None else given if as_measured else build_run_graph(timeline)
     identity = identity_check(measured, timeline.measured_windows())
     graphs = {run.tokens_scale: run}
 
