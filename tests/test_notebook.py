@@ -65,6 +65,11 @@ def notebook(tmp: Path) -> nbformat.NotebookNode:
             f"wh.close()\nprint(tracehouse.ingest([{str(ONE_RUN)!r}], 'wh', progress='off').skipped)",
         ),
         (
+            "project",
+            "tracehouse.project('wh', study='tiny-cpu-gloo', run='ddp-ws1', layout='dp=1,pp=2', "
+            "interference=False)",
+        ),
+        (
             "open-while-written",
             "writer = duckdb.connect('wh/tracehouse.duckdb')\n"
             "try:\n    tracehouse.open('wh')\nexcept tracehouse.WarehouseError as exc:\n    print(exc)\n"
@@ -189,6 +194,12 @@ def test_a_folder_held_in_the_kernel_is_one_sentence_in_both_orders(executed):
         "wh: this Python process has the warehouse open for writing (an ingest under way, or a read-write "
         "duckdb.connect); wait for the ingest or close that connection, then open it\n['tiny-cpu-gloo']\n"
     )
+
+
+def test_a_projection_shows_its_layout_in_the_kernel(executed):
+    (shown,) = bundles(executed["project"])
+    assert shown["text/plain"] == "<Projections of 1 run(s): ddp-ws1 as ddp,pp=2>"
+    assert "dp=1,pp=2,microbatches=4" in shown["text/html"] and "pp-ws2" in shown["text/html"]
 
 
 def test_a_failed_open_leaves_nothing_behind(executed):
