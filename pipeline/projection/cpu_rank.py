@@ -141,9 +141,12 @@ def _add_synthetic(
     previous_end: dict[str, int] = {}  # per parallel dimension: its queue's last planned end
     for item in sorted(planned, key=lambda p: p.issue_ns):
         # its group (synthetic.py): a tensor-parallel one of consecutive ranks, a data-parallel
-        # one of the ranks holding the same tensor-parallel shard (at tp_new where it is planned)
-        tp = item.group_size if item.dim == "tp" else tp_new or facts.tp or 1
-        group = rank // tp if item.dim == "tp" else rank % tp
+        # one of the ranks holding the same model-parallel part (tensor-parallel shard at tp_new
+        # where it is planned, pipeline stage)
+        if item.dim == "tp":
+            group = rank // item.group_size
+        else:
+            group = rank % ((tp_new or facts.tp or 1) * (facts.pp or 1))
         issue = nodes[0][bisect_left(instants, item.issue_ns)]
         wait = nodes[1][bisect_left(instants, max(item.issue_ns, item.wait_ns))]
         start = b.node(item.issue_ns, rank)

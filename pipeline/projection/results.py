@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # The columns a notebook table shows (all of them are in `.pl()`).
 SHOWN = (
     "world_size",
+    "layout",
     "step_time_us",
     "step_time_low_us",
     "step_time_high_us",

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import polars as pl
+from tracehouse.collectors.model_sizes import stage_params
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.efficiency import CLASS_OF, SPLIT_CLASSES
 from tracehouse.pipeline.projection.layouts import data_parallel_kind
@@ -45,9 +46,9 @@ FSDP_HOOKS = {"FSDP::pre_forward": "all_gather", "FSDP::pre_backward": "all_gath
 FSDP_REDUCE_HOOK = "FSDP::post_backward_reduce"
 MATMUL_NAMES = [name for name, code in CLASS_OF.items() if SPLIT_CLASSES[code] == "matmul"]
 # The strategies (tracehouse collect's) whose own data-parallel collectives are planned on a run with
-# one data-parallel rank: a tp run's replicas are DDP's. A pipeline run's are not: DDP reduces a
-# stage's gradients after its last micro-batch, which the work of the whole backward does not place.
-PLANNED_STRATEGIES = ("ddp", "fsdp", "fsdp_tp", "tp")
+# one data-parallel rank: a tp run's replicas are DDP's, and a pipeline's (each stage's gradients,
+# reduced as its last micro-batch's backward makes them ready).
+PLANNED_STRATEGIES = ("ddp", "fsdp", "fsdp_tp", "tp", "pp")
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,11 @@ def planned_collectives(
     width = DTYPE_BYTES.get(f.dtype or "fp32")
     if width is None or kind is None:
         return []
+    if kind == "ddp" and (f.pp or 1) > 1:
+        return _stage_buckets(t, rank, segments, steps, width)
     if kind == "ddp" and f.n_params:
         per_rank = f.n_params // ((f.tp or 1) * (f.pp or 1))
-        return _ddp_buckets(t, rank, segments, steps, per_rank * width)
+        return _ddp_buckets(segments, _backward_spans(t, rank, steps), per_rank * width)
     if kind == "fsdp" and f.fsdp_units:
         units = {u: n * width for u, n in f.fsdp_units.items()}
         if t.fsdp_hooks.filter(pl.col("rank") == rank).is_empty():
@@ -106,12 +109,33 @@ def _backward_spans(t: RunTimeline, rank: int, steps: pl.DataFrame) -> list[tupl
     return out
 
 
-def _ddp_buckets(t, rank, segments, steps, total: int) -> list[Synthetic]:
+def _stage_buckets(t: RunTimeline, rank: int, segments, steps: pl.DataFrame, width: int) -> list[Synthetic]:
+    """A pipeline stage's DDP buckets: its parameters' gradients (the reference model's stage, else
+    n_params / (tp x pp)), issued as the step's last micro-batch backward (ScheduleGPipe's
+    `Backward <i>` spans) does its work, awaited where it ends; none without those spans."""
+    f = t.facts
+    tp, pp = f.tp or 1, f.pp or 1
+    stage = rank % (tp * pp) // tp  # rank = dp index x tp x pp + stage x tp + tp index
+    params = stage_params(f.model, pp, stage) if f.model is not None else (f.n_params or 0) // (tp * pp)
+    spans = t.microbatch_backward.filter(pl.col("rank") == rank)
+    last = []
+    for step, start, end in steps.select(["step", "start_ns", "end_ns"]).iter_rows():
+        inside = spans.filter((pl.col("start_ns") >= start) & (pl.col("end_ns") <= end))
+        if not inside.is_empty():
+            final = inside.sort("start_ns").row(-1, named=True)
+            last.append((step, final["start_ns"], final["end_ns"]))
+    return _ddp_buckets(segments, last, params * width) if params else []
+
+
+def _ddp_buckets(segments, spans: list[tuple[int, int, int]], total: int) -> list[Synthetic]:
+    """DDP's buckets of `total` gradient bytes per (step, first start, last end) of a backward:
+    each issued when the backward's compute has done the share of its work the gradients up to it
+    represent, all awaited where it ends."""
     sizes = [min(DDP_FIRST_BUCKET_BYTES, total)]
     while sum(sizes) < total:
         sizes.append(min(DDP_BUCKET_BYTES, total - sum(sizes)))
     out = []
-    for step, lo, hi in _backward_spans(t, rank, steps):
+    for step, lo, hi in spans:
         clipped = _clipped(segments, lo, hi)
         work = sum(e - s for s, e in clipped)
         done = 0

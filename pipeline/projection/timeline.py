@@ -73,6 +73,12 @@ QUERIES = {
         FROM events WHERE {RUN_FILTER} AND starts_with(name, 'autograd::engine::evaluate_function:')
           AND dur_ns > 0
         ORDER BY rank, start_ns""",
+    # ScheduleGPipe's span of each micro-batch's backward (`Backward <i>`, torch.distributed.pipelining):
+    # where a pipeline stage's last micro-batch makes its gradients ready.
+    "microbatch_backward": f"""
+        SELECT rank, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
+        FROM events WHERE {RUN_FILTER} AND regexp_full_match(name, 'Backward [0-9]+') AND dur_ns > 0
+        ORDER BY rank, start_ns""",
     "fsdp_hooks": f"""
         SELECT rank, name, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
         FROM events WHERE {RUN_FILTER} AND starts_with(name, 'FSDP::') AND dur_ns >= 0
@@ -191,6 +197,7 @@ class RunTimeline:
     steps: pl.DataFrame
     optimizer: pl.DataFrame
     backward: pl.DataFrame
+    microbatch_backward: pl.DataFrame
     fsdp_hooks: pl.DataFrame
     comm: pl.DataFrame
     cpu_compute: pl.DataFrame

@@ -49,10 +49,12 @@ def data_parallel_gap(facts: RunFacts, run: RunGraph, timeline: RunTimeline) -> 
             "its manifest records no fsdp_units (parameters per FSDP unit, which tracehouse collect "
             "records) nor a reference model_config to derive them from, or no known dtype"
         )
+    elif strategy == "pp" and (facts.model is not None or facts.n_params) and known_dtype:
+        why = "the trace shows no micro-batch backward (ScheduleGPipe's `Backward <i>`) to issue them in"
     elif strategy == "pp":
         why = (
-            "a pipeline run reduces each stage's gradients after its last micro-batch, which tracehouse "
-            "does not place yet"
+            "its manifest gives no reference model_config nor n_params, or no known dtype, to size a "
+            "stage's gradients"
         )
     else:
         why = f"tracehouse plans them for ddp, fsdp and tp runs, not {strategy}"

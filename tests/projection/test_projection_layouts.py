@@ -263,7 +263,14 @@ def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
     swapped = next(r for r in both if r.label == "ddp-ws2 as fsdp")
     assert repr(swapped).startswith(f"<RunProjection {STUDY}/ddp-ws2 as fsdp: measured at 2 device(s)")
     scenarios = query(warehouse, "SELECT DISTINCT scenario FROM projections ORDER BY 1")
-    assert scenarios == [("as-ddp",), ("as-ddp+tp2",), ("as-fsdp",), ("as-fsdp+tp2",), ("baseline",)]
+    assert scenarios == [
+        ("as-ddp",),
+        ("as-ddp+pp2",),
+        ("as-ddp+tp2",),
+        ("as-fsdp",),
+        ("as-fsdp+tp2",),
+        ("baseline",),
+    ]
     with pytest.raises(TracehouseError, match="leave out run and layout"):
         tracehouse.project(warehouse, study=STUDY, run="ddp-ws2", world_sizes=[8], other_kinds=True)
 

@@ -94,16 +94,26 @@ def test_layouts_that_do_not_fit_are_flagged_and_never_ranked(sample_warehouse: 
         # as FSDP (fsdp=N), sharded over the N data-parallel ranks, which also hold the largest unit
         # whole while it computes (the root: embedding, norm, output), whatever the run measured
         tp = 2 if "tp=2" in layout else 1
+        pp = 2 if "pp=2" in layout else 1  # a stage holds half the layers' parameters
         sharded = layout.startswith("fsdp=")
         largest = max(fsdp_unit_params(get_model_config("tiny")).values())
         whole_unit = 4 * largest // tp if sharded else 0
-        expected = 16 * n_params / tp / (8 // tp if sharded else 1) + whole_unit
+        expected = 16 * n_params / tp / pp / (8 // tp if sharded else 1) + whole_unit
         assert need == pytest.approx(expected), (run, layout)
         assert (flag is not None and flag.startswith("does not fit: needs")) == (need > 5e6), (run, layout)
         own = sharded == strategy.startswith("fsdp")
         kind = "fsdp" if sharded else "ddp"
         split = tp == 2 and strategy not in ("tp", "fsdp_tp")  # tp added to a run without it
-        labels[(run, layout)] = f"{run} as {kind},tp=2" if split else run if own else f"{run} as {kind}"
+        piped = pp == 2 and strategy != "pp"  # a pipeline made of a run without one
+        labels[(run, layout)] = (
+            f"{run} as {kind},tp=2"
+            if split
+            else f"{run} as ddp,pp=2"
+            if piped
+            else run
+            if own
+            else f"{run} as {kind}"
+        )
     (search,) = shown["search"]
     ranked = {(c["run_id"], c["layout"]) for c in search["candidates"]}
     assert ranked == {(run, layout) for run, layout, need, *_ in rows if need <= 5e6} and ranked

@@ -115,13 +115,9 @@ def test_runs_measured_on_one_data_parallel_rank_scale_only_where_collectives_ar
     warehouse: Path,
 ) -> None:
     results = tracehouse.project(warehouse, study=STUDY, world_sizes=[8])
-    refused = {r.facts.run_id: r.refused for r in results if r.refused}
-    assert sorted(refused) == ["pp-ws2"]  # fsdp-ws1: units from its model_config; tp-ws2: DDP's
-    assert refused["pp-ws2"] == {8: refused["pp-ws2"][8]} and refused["pp-ws2"][8].endswith(
-        "a pipeline run reduces each stage's gradients after its last micro-batch, which tracehouse does "
-        "not place yet"
-    )
-    for run_id in ("ddp-ws1", "tp-ws2"):  # n_params: the buckets are planned
+    # fsdp-ws1: units from its model_config; tp-ws2: DDP's; pp-ws2: each stage's, at its last micro-batch
+    assert {r.facts.run_id: r.refused for r in results if r.refused} == {}
+    for run_id in ("ddp-ws1", "tp-ws2", "pp-ws2"):  # the buckets are planned
         run = next(r for r in results if r.facts.run_id == run_id)
         assert [p.world_size for p in run.points] == [run.facts.world_size, 8]
         assert run.points[1].exposed_comm_dp_frac > 0
@@ -231,7 +227,7 @@ def test_measured_points_stand_beside_the_projected_ones(warehouse: Path, capsys
 def test_the_knee_note_says_the_knee(warehouse: Path) -> None:
     results = tracehouse.project(warehouse, study=STUDY, world_sizes=[2, 4, 8])
     knees = [r for r in results if r.knee is not None]
-    assert len(knees) == 8  # every run but the one refused beyond its measured size (pp-ws2)
+    assert len(knees) == 9  # every run
     for run in knees:
         assert run.knee_note == f"knee at {run.knee} devices"
         assert {p.knee_note for p in run.points} == {run.knee_note}
@@ -260,11 +256,22 @@ def test_projections_show_as_tables_in_a_notebook(warehouse: Path) -> None:
     page = ddp1._repr_html_()
     assert page.count("<table") == 1 and "ddp-ws1" in page and "scaling_efficiency" in page
     pp = next(r for r in results if r.facts.run_id == "pp-ws2")
-    assert "not projected at 8:" in pp._repr_html_()
+    assert "dp=4,pp=2" in pp._repr_html_()
     assert results.pl().height == sum(len(r.points) for r in results)
     assert results._repr_html_().count("<table") == len(results) == 9
     assert repr(results).startswith("<Projections of 9 run(s): ddp-ws1, ddp-ws2")
     assert len(repr(results).splitlines()) == 1
+
+
+def test_a_pipeline_on_one_replica_needs_its_stages_sizes(warehouse: Path) -> None:
+    with duckdb.connect(str(warehouse / "tracehouse.duckdb")) as con:
+        con.execute("UPDATE run_manifests SET model_config = NULL, n_params = NULL WHERE run_id = 'pp-ws2'")
+    (run,) = tracehouse.project(warehouse, study=STUDY, run="pp-ws2", world_sizes=[4])
+    assert [p.world_size for p in run.points] == [2]
+    assert run.refused == {
+        4: f"{GAP}: its manifest gives no reference model_config nor n_params, or no known dtype, to size "
+        "a stage's gradients"
+    }
 
 
 @pytest.mark.parametrize(
