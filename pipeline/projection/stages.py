@@ -325,16 +325,16 @@ def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: li
                 if 0 <= source <= last:
                     link = (pipeline, min(source, stage), cut.step, direction, m)
                     chain.wait([chain.issue(("pp", *link), p2p)], "recv")
-                buckets = _buckets(plan, f, stage, cut.step, pieces) if direction == "backward" else []
-                last_micro = m == plan.microbatches - 1
+                # the gradients are ready as the last micro-batch's backward does its work
+                last_backward = direction == "backward" and m == plan.microbatches - 1
+                buckets = _buckets(plan, f, stage, cut.step) if last_backward else []
                 done, work = 0.0, sum(p.ns for p in pieces if p.compute)
                 for piece in pieces:
                     chain.piece(piece)
                     done += piece.ns if piece.compute else 0.0
-                    while last_micro and buckets and done >= work * buckets[0][0]:
+                    while buckets and done >= work * buckets[0][0]:
                         sends.append(chain.issue(*buckets.pop(0)[1:]))
-                while last_micro and buckets:
-                    sends.append(chain.issue(*buckets.pop(0)[1:]))
+                sends += [chain.issue(key, row) for _, key, row in buckets]
                 if 0 <= target <= last:
                     link = (pipeline, min(target, stage), cut.step, direction, m)
                     sends.append(chain.issue(("pp", *link), p2p))
@@ -345,7 +345,7 @@ def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: li
     return RankWindows(rank, [cut.step for cut in cuts], starts, [], ends)
 
 
-def _buckets(plan: _Plan, facts, stage: int, step: int, pieces: list[Piece]) -> list[tuple]:
+def _buckets(plan: _Plan, facts, stage: int, step: int) -> list[tuple]:
     """A stage's DDP buckets across the pipelines (a group of one where the run measured one
     data-parallel rank: it spans the projected degree): (share of the backward work done when
     issued, key, row)."""
