@@ -131,9 +131,8 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
     for scenario, assumptions in scenarios.iter_rows():
         assert f"{scenario}: {assumptions}" in text
     # What a run's projection leaves out or assumes is said too, each note once with its runs: the
-    # world sizes not projected because their data-parallel collectives are unknown (tp and pp runs
-    # measured on one data-parallel rank get none planned), and the node capacity assumed for the
-    # others (the sample manifests predate node_devices).
+    # node capacity assumed (the sample manifests predate node_devices); every run's data-parallel
+    # collectives are measured or planned (a pipeline's per stage), so no world size is left out.
     notes = frame(
         con,
         "SELECT notes, string_agg(DISTINCT run_id, ', ' ORDER BY run_id) AS runs FROM projections "
@@ -141,8 +140,7 @@ def test_every_scenario_and_its_assumptions_are_on_the_page(con, report: Path) -
         STUDY,
     )
     assert notes["runs"].to_list() == [
-        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws1, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2, tp-ws2",
-        "pp-ws2",
+        "ddp-ws1, ddp-ws2, ddp-ws4, fsdp-ws1, fsdp-ws2, fsdp-ws4, fsdp_tp-ws4-tp2, pp-ws2, tp-ws2"
     ]
     assert notes["notes"][0].startswith("nodes assumed to hold 4 devices")
     said = "; ".join(f"{runs}: {note}" for note, runs in notes.iter_rows())
@@ -170,9 +168,8 @@ def test_the_throughput_chart_is_the_table_and_the_measured_points(con, report: 
         point = by_point[(curve, world_size)]
         assert point["tokens_per_s_per_device"] == pytest.approx(tpd, rel=1e-3)  # 4 significant digits
         assert point["knee"] == knee
-    # one knee per curve that grows here (not pp-ws2: refused beyond its measured size), every one
-    # of them marked
-    assert sum(r["knee"] for r in by_point.values()) == table["curve"].n_unique() - 1 == 9
+    # one knee per curve (every run grows here), every one of them marked
+    assert sum(r["knee"] for r in by_point.values()) == table["curve"].n_unique() == 10
     measured = frame(
         con,
         "SELECT run_id, world_size, tokens_per_s_per_device FROM scale_points WHERE study = $1 ORDER BY 1",
