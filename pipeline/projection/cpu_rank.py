@@ -85,8 +85,8 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | 
             )
             ctx.intervals.append((rank, leave[i], nodes[i + 1], "compute", None))
             continue
-        j = bisect_right(end_times, z) - 1
-        if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS:
+        j = waited_for(end_times, a, z)
+        if j is not None:
             tail = z - end_times[j]
             b.edge(leave[i], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL, phase=hook)
             b.edge(span_ends[j][1], nodes[i + 1], fixed=tail, kind=Segment.SYNC_TAIL)
@@ -102,6 +102,13 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | 
         [],
         [index[e] for _, _, e in rows],
     )
+
+
+def waited_for(end_times: list[int], a: int, z: int) -> int | None:
+    """The index of the communication span (of the sorted end times) that a main-thread piece [a,
+    z) waited for: the last ending inside it, at most CPU_WAIT_NS before the piece ends."""
+    j = bisect_right(end_times, z) - 1
+    return j if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS else None
 
 
 def merged(intervals) -> tuple[list[int], list[int]]:

@@ -40,13 +40,12 @@ from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.ops.costs import CATEGORY_OF, FORMULA_OF
 from tracehouse.pipeline.projection.build import RunGraph, join_instances
 from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside
-from tracehouse.pipeline.projection.cpu_rank import CPU_WAIT_NS, covered, merged
+from tracehouse.pipeline.projection.cpu_rank import covered, merged, waited_for
 from tracehouse.pipeline.projection.efficiency import CLASS_OF, SPLIT_CLASSES, Curve, LatencyFit
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, Segment
 from tracehouse.pipeline.projection.synthetic import (
     BLOCK_LINEARS,
-    DDP_BUCKET_BYTES,
-    DDP_FIRST_BUCKET_BYTES,
+    bucket_sizes,
     reference_matmuls,
 )
 from tracehouse.pipeline.projection.timeline import DTYPE_BYTES, RunTimeline
@@ -220,8 +219,7 @@ def _pieces(segments, start: int, end: int):
 
 def _waits(comm_ends: list[int], a: int, z: int) -> bool:
     """Whether a host gap [a, z) ends just after a communication span it waited for (cpu_rank.py)."""
-    j = bisect_right(comm_ends, z) - 1
-    return j >= 0 and comm_ends[j] > a and z - comm_ends[j] <= CPU_WAIT_NS
+    return waited_for(comm_ends, a, z) is not None
 
 
 def _micro(ns: int, compute: bool, label, counted, microbatches: float, curves: dict) -> Piece:
@@ -350,11 +348,8 @@ def _buckets(plan: _Plan, facts, stage: int, step: int) -> list[tuple]:
     data-parallel rank: it spans the projected degree): (share of the backward work done when
     issued, key, row)."""
     total = plan.stage_bytes[stage]
-    sizes = [min(DDP_FIRST_BUCKET_BYTES, total)]
-    while sum(sizes) < total:
-        sizes.append(min(DDP_BUCKET_BYTES, total - sum(sizes)))
     out, done = [], 0
-    for number, size in enumerate(sizes):
+    for number, size in enumerate(bucket_sizes(total)):
         done += size
         row = {
             "transfer_ns": 0.0,

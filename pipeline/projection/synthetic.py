@@ -131,9 +131,7 @@ def _ddp_buckets(segments, spans: list[tuple[int, int, int]], total: int) -> lis
     """DDP's buckets of `total` gradient bytes per (step, first start, last end) of a backward:
     each issued when the backward's compute has done the share of its work the gradients up to it
     represent, all awaited where it ends."""
-    sizes = [min(DDP_FIRST_BUCKET_BYTES, total)]
-    while sum(sizes) < total:
-        sizes.append(min(DDP_BUCKET_BYTES, total - sum(sizes)))
+    sizes = bucket_sizes(total)
     out = []
     for step, lo, hi in spans:
         clipped = _clipped(segments, lo, hi)
@@ -144,6 +142,14 @@ def _ddp_buckets(segments, spans: list[tuple[int, int, int]], total: int) -> lis
             issue = _after_work(clipped, lo, work * done / total)
             out.append(Synthetic("all_reduce", size, issue, hi, ("ddp", step, number)))
     return out
+
+
+def bucket_sizes(total: int) -> list[int]:
+    """DDP's default buckets for `total` gradient bytes: about 1 MiB first, then 25 MiB each."""
+    sizes = [min(DDP_FIRST_BUCKET_BYTES, total)]
+    while sum(sizes) < total:
+        sizes.append(min(DDP_BUCKET_BYTES, total - sum(sizes)))
+    return sizes
 
 
 def _after_work(clipped: list[tuple[int, int]], lo: int, amount: float) -> int:
