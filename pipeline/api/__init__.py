@@ -142,6 +142,7 @@ def project(
     from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study, with_other_kinds
     from tracehouse.pipeline.projection.scenario import Scenario
+    from tracehouse.pipeline.projection.timeline import LoadedRuns
 
     if other_kinds and (run is not None or layout is not None):
         raise TracehouseError("other_kinds projects every run as both kinds: leave out run and layout")
@@ -176,6 +177,7 @@ def project(
         "world_sizes": sizes,
         "network_file": network_file,
         "devices_per_node": devices_per_node,
+        "loaded": LoadedRuns(),  # with other_kinds, each run is projected again in every layout
     }
     results = project_study(
         Path(warehouse),

@@ -167,6 +167,7 @@ def handle(args: argparse.Namespace) -> int:
     from tracehouse.pipeline.projection.network import network_path
     from tracehouse.pipeline.projection.project import project_study  # the replay loads only when it runs
     from tracehouse.pipeline.projection.scenario import Scenario
+    from tracehouse.pipeline.projection.timeline import LoadedRuns
 
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise TracehouseError("--devices-per-node must be a positive integer")
@@ -190,6 +191,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     except TracehouseError as exc:
         raise TracehouseError(f"invalid scenario: {exc}") from exc
+    loaded = LoadedRuns()  # the search projects each run again in every layout it tries
     results = project_study(
         args.warehouse,
         study=args.study,
@@ -201,8 +203,9 @@ def handle(args: argparse.Namespace) -> int:
         network_file=network,
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
+        loaded=loaded,
     )
-    ranked = searched(results, args, scenario, network) if args.search else None
+    ranked = searched(results, args, scenario, network, loaded) if args.search else None
     rankings = [ranked.ranking(n) for n in sizes] if ranked is not None else []
     if args.json:
         runs = [to_json(r) for r in results]
@@ -224,7 +227,7 @@ def handle(args: argparse.Namespace) -> int:
     return 1 if results.failed else 0
 
 
-def searched(results: Projections, args: argparse.Namespace, scenario, network) -> Projections:
+def searched(results: Projections, args: argparse.Namespace, scenario, network, loaded) -> Projections:
     """What --search ranks: the runs as measured and, without --layout, each run as the other
     data-parallel kind where it can be projected so (the reason where not, in the ranking only)."""
     from tracehouse.pipeline.projection.project import with_other_kinds
@@ -241,6 +244,7 @@ def searched(results: Projections, args: argparse.Namespace, scenario, network) 
         network_file=network,
         devices_per_node=args.devices_per_node,
         progress=None if args.json else lambda line: print(f"tracehouse project: {line}", file=sys.stderr),
+        loaded=loaded,
     )
 
 

@@ -57,7 +57,7 @@ def summarize(run: RunGraph, times: np.ndarray) -> ReplayedRun:
     step_times = {step: max(ranks.values()) for step, ranks in per_step.items() if ranks}
     by_rank = intervals_by_rank(run)
     parts = [
-        window_breakdown(run, times, rank, step, by_rank.get(rank, []))
+        window_breakdown(run, times, rank, step, by_rank.get(rank))
         for step, ranks in per_step.items()
         for rank in ranks
     ]
@@ -77,12 +77,18 @@ def summarize(run: RunGraph, times: np.ndarray) -> ReplayedRun:
     )
 
 
-def intervals_by_rank(run: RunGraph) -> dict[int, list[tuple[int, int, str, str | None]]]:
-    """The run's intervals (start node, end node, class, dim) per rank."""
-    out: dict[int, list[tuple[int, int, str, str | None]]] = defaultdict(list)
-    for rank, s_node, e_node, klass, dim in run.intervals:
-        out[rank].append((s_node, e_node, klass, dim))
-    return out
+# One rank's intervals: start nodes, end nodes and channels ("compute", "memory", "comm:<dimension>").
+RankIntervals = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def intervals_by_rank(run: RunGraph) -> dict[int, RankIntervals]:
+    """The run's intervals per rank, each with its channel: its class, a communication interval's
+    by its dimension group (`dimension_of`)."""
+    rank, start, end, klass, dim = run.interval_arrays
+    comm = klass == "comm"
+    channel = klass.copy()
+    channel[comm] = [f"comm:{dimension_of(d)}" for d in dim[comm]]
+    return {int(r): (start[rank == r], end[rank == r], channel[rank == r]) for r in np.unique(rank)}
 
 
 def window_breakdown(
@@ -90,27 +96,27 @@ def window_breakdown(
     times: np.ndarray,
     rank: int,
     step: int | None,
-    intervals: list[tuple[int, int, str, str | None]] | None = None,
+    intervals: RankIntervals | None = None,
 ) -> StepBreakdown:
     """Compute, exposed communication (by dimension), other and idle of one replayed window;
     `intervals` are the rank's (intervals_by_rank), read off the run when None."""
     lo, hi = run.window_bounds(times, rank, step)
     result = StepBreakdown(window_us=(hi - lo) / 1000.0)
-    channels: dict[str, list[tuple[float, float]]] = defaultdict(list)
     if intervals is None:
-        intervals = intervals_by_rank(run).get(rank, [])
-    for s_node, e_node, klass, dim in intervals:
-        s, e = max(times[s_node], lo), min(times[e_node], hi)
-        if e > s:
-            channels["comm:" + dimension_of(dim) if klass == "comm" else klass].append((s, e))
-    if not channels:
+        intervals = intervals_by_rank(run).get(rank)
+    if intervals is None:
         result.idle_us = result.window_us
         return result
-    bounds = np.unique(
-        np.array([lo, hi] + [x for spans in channels.values() for span in spans for x in span])
-    )
+    start, end, channel = intervals
+    s, e = np.maximum(times[start], lo), np.minimum(times[end], hi)
+    inside = e > s
+    if not inside.any():
+        result.idle_us = result.window_us
+        return result
+    s, e, channel = s[inside], e[inside], channel[inside]
+    bounds = np.unique(np.concatenate([[lo, hi], s, e]))
     lengths = np.diff(bounds)
-    active = {name: _active(bounds, spans) for name, spans in channels.items()}
+    active = {name: _active(bounds, s[channel == name], e[channel == name]) for name in np.unique(channel)}
     zero = np.zeros(len(lengths))
     compute = active.get("compute", zero) > 0
     comm_count = sum((v for k, v in active.items() if k.startswith("comm:")), zero)
@@ -128,10 +134,10 @@ def window_breakdown(
     return result
 
 
-def _active(bounds: np.ndarray, spans: list[tuple[float, float]]) -> np.ndarray:
+def _active(bounds: np.ndarray, span_starts: np.ndarray, span_ends: np.ndarray) -> np.ndarray:
     """How many spans cover each elementary segment [bounds[i], bounds[i+1])."""
-    starts = np.searchsorted(bounds, [s for s, _ in spans])
-    ends = np.searchsorted(bounds, [e for _, e in spans])
+    starts = np.searchsorted(bounds, span_starts)
+    ends = np.searchsorted(bounds, span_ends)
     delta = np.zeros(len(bounds) + 1)
     np.add.at(delta, starts, 1)
     np.add.at(delta, ends, -1)

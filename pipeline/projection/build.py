@@ -43,6 +43,14 @@ class RunGraph:
     tokens_scale: float = 1.0  # the tokens per device its work was built for, over the measured run's
 
     @cached_property
+    def interval_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`intervals` as arrays (rank, start node, end node, class, dim), read vectorised."""
+        columns = list(zip(*self.intervals, strict=True)) or [(), (), (), (), ()]
+        rank, start, end, klass, dim = columns
+        nodes = [np.array(c, dtype=np.int64) for c in (rank, start, end)]
+        return (*nodes, np.array(klass, dtype=object), np.array(dim, dtype=object))
+
+    @cached_property
     def planned(self) -> np.ndarray:
         """Per instance: whether it was planned (synthetic.py), not measured."""
         mask = np.zeros(len(self.transfer_ns), dtype=bool)

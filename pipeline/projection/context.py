@@ -3,7 +3,7 @@ work on a queue (a stream, a gloo thread) and how a rank's windows are read off 
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -160,6 +160,20 @@ def _latest_other_end(other_queues: dict, queue: int, at: int) -> int | None:
     return None if best is None else best[1]
 
 
-def inside(intervals: list[tuple[int, int]], at: int) -> bool:
-    """Whether `at` lies in one of the sorted [start, end) intervals (which may nest)."""
-    return any(start <= at < end for start, end in intervals)
+def merged(intervals) -> tuple[list[int], list[int]]:
+    """(starts, ends) of the union of [start, end) intervals, disjoint and in order."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(intervals):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
+
+
+def covered(union: tuple[list[int], list[int]], at: int) -> bool:
+    """Whether `at` lies in the union `merged` returned."""
+    i = bisect_right(union[0], at) - 1
+    return i >= 0 and at < union[1][i]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 
 import polars as pl
-from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
+from tracehouse.pipeline.projection.context import RankWindows, RunContext, covered, merged, place_queue
 from tracehouse.pipeline.projection.efficiency import CLASS_OF
 from tracehouse.pipeline.projection.graph import Cost, Phase, Segment
 from tracehouse.pipeline.projection.synthetic import Synthetic, planned_collectives, planned_tp_collectives
@@ -33,7 +33,7 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | 
         for op_id, name, flops in split_ops.select(["op_id", "name", "flops"]).iter_rows()
     }
     segment_splits = [splits.get(op_id) for op_id in compute["op_id"].to_list()]
-    optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    optimizer = merged(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     hooks = merged(t.fsdp_hooks.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     spans = t.comm.filter((pl.col("rank") == rank) & (pl.col("rule") == "cpu")).sort(["tid", "start_ns"])
     planned = planned_collectives(t, rank, segments, steps, spans, kind)
@@ -72,7 +72,7 @@ def add_cpu_rank(ctx: RunContext, rank: int, kind: str | None = None, tp: int | 
         k = bisect_right(seg_starts, a) - 1
         hook = Phase.FSDP_HOOK if covered(hooks, a) else Phase.STEP
         if k >= 0 and segments[k][0] <= a and z <= segments[k][1]:
-            phase = Phase.OPTIMIZER if inside(optimizer, a) else hook
+            phase = Phase.OPTIMIZER if covered(optimizer, a) else hook
             b.edge(
                 leave[i],
                 nodes[i + 1],
@@ -109,25 +109,6 @@ def waited_for(end_times: list[int], a: int, z: int) -> int | None:
     z) waited for: the last ending inside it, at most CPU_WAIT_NS before the piece ends."""
     j = bisect_right(end_times, z) - 1
     return j if j >= 0 and end_times[j] > a and z - end_times[j] <= CPU_WAIT_NS else None
-
-
-def merged(intervals) -> tuple[list[int], list[int]]:
-    """(starts, ends) of the union of [start, end) intervals, disjoint and in order."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for start, end in sorted(intervals):
-        if ends and start <= ends[-1]:
-            ends[-1] = max(ends[-1], end)
-        else:
-            starts.append(start)
-            ends.append(end)
-    return starts, ends
-
-
-def covered(union: tuple[list[int], list[int]], at: int) -> bool:
-    """Whether `at` lies in the union `merged` returned."""
-    i = bisect_right(union[0], at) - 1
-    return i >= 0 and at < union[1][i]
 
 
 def _add_synthetic(

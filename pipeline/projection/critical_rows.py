@@ -14,7 +14,7 @@ import duckdb
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.build import RunGraph, build_run_graph
 from tracehouse.pipeline.projection.critical import StepPath, step_paths
-from tracehouse.pipeline.projection.timeline import RunTimeline, load_run
+from tracehouse.pipeline.projection.timeline import LoadedRuns, RunTimeline, load_run
 from tracehouse.pipeline.warehouse.sql_runner import raw_ddl
 
 RUN_TABLES = ("critical_path_segments", "op_slack_rows")
@@ -28,9 +28,11 @@ TRACES_DIGEST = """SELECT md5(string_agg(content_hash, ',' ORDER BY content_hash
 SLACK_COLUMNS = "study, run_id, step, rank, op, kind, calls, dur_us, slack_us"
 
 
-def built_run(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> tuple[RunTimeline, RunGraph]:
-    """The run's timeline and its replay graph."""
-    timeline = load_run(connection, study, run_id)
+def built_run(
+    connection: duckdb.DuckDBPyConnection, study: str, run_id: str, loaded: LoadedRuns | None = None
+) -> tuple[RunTimeline, RunGraph]:
+    """The run's timeline (from `loaded` where given) and its replay graph."""
+    timeline = loaded.load(connection, study, run_id) if loaded else load_run(connection, study, run_id)
     return timeline, build_run_graph(timeline)
 
 
@@ -50,12 +52,12 @@ class StudyPaths:
     failed: dict[str, str] = field(default_factory=dict)
 
     def replay(
-        self, connection: duckdb.DuckDBPyConnection, study: str, run_id: str
+        self, connection: duckdb.DuckDBPyConnection, study: str, run_id: str, loaded: LoadedRuns
     ) -> tuple[RunTimeline, RunGraph]:
         """Build the run's graph and record its paths, or the one-line reason it has none (the
         error is raised again: the caller cannot replay the run either)."""
         try:
-            timeline, run = built_run(connection, study, run_id)
+            timeline, run = built_run(connection, study, run_id, loaded)
             self.paths[run_id] = run_paths(run)
         except TracehouseError as exc:
             self.failed[run_id] = str(exc).splitlines()[0]

@@ -11,7 +11,7 @@ from statistics import median
 
 import polars as pl
 from tracehouse.pipeline.common.kernel_classes import is_matmul_kernel
-from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside, place_queue
+from tracehouse.pipeline.projection.context import RankWindows, RunContext, covered, merged, place_queue
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, Segment
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
@@ -55,10 +55,7 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
         previous = (when, node)
 
     dev = t.device.filter(pl.col("rank") == rank)
-    optimizer = [
-        (s, e)
-        for s, e in t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows()
-    ]
+    optimizer = merged(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     comm_rows = {
         (r["start_ns"], r["end_ns"], r["name"]): r
         for r in t.comm.filter(pl.col("rank") == rank).iter_rows(named=True)
@@ -79,7 +76,7 @@ def add_gpu_rank(ctx: RunContext, rank: int) -> RankWindows:
     for row, s_node, e_node, call in device_nodes:
         duration = row["end_ns"] - row["start_ns"]
         launch_at = starts[call] if call is not None else None
-        phase = Phase.OPTIMIZER if launch_at is not None and inside(optimizer, launch_at) else Phase.STEP
+        phase = Phase.OPTIMIZER if launch_at is not None and covered(optimizer, launch_at) else Phase.STEP
         if row["class"] == "comm":
             comm = comm_rows.get((row["start_ns"], row["end_ns"], row["name"]))
             ctx.comm_end(rank, s_node, e_node, duration, comm)

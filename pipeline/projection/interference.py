@@ -136,17 +136,31 @@ def unfitted(device_type: str) -> Interference:
 
 def union(spans: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint sorted intervals covering the spans (starts, ends)."""
-    starts: list[float] = []
-    ends: list[float] = []
-    for s, e in sorted(spans):
-        if e <= s:
-            continue
-        if ends and s <= ends[-1]:
-            ends[-1] = max(ends[-1], e)
-        else:
-            starts.append(s)
-            ends.append(e)
-    return np.array(starts), np.array(ends)
+    pairs = np.array(list(spans), dtype=np.float64).reshape(-1, 2)
+    return union_of(pairs[:, 0], pairs[:, 1])
+
+
+def union_of(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`union` of the spans [starts[i], ends[i]): empty ones dropped, touching ones joined."""
+    keep = ends > starts
+    order = np.lexsort((ends[keep], starts[keep]))
+    s, e = starts[keep][order], ends[keep][order]
+    if len(s) == 0:
+        return np.array([]), np.array([])
+    reach = np.maximum.accumulate(e)  # the latest end so far
+    first = np.concatenate([[True], s[1:] > reach[:-1]])  # a span that starts a new interval
+    last = np.concatenate([np.flatnonzero(first)[1:] - 1, [len(s) - 1]])
+    return s[first], reach[last]
+
+
+def rank_unions(run: RunGraph, times: np.ndarray, klass: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per rank, the union of its intervals of class `klass` in the given times."""
+    rank, start, end, classes, _ = run.interval_arrays
+    mine = classes == klass
+    return {
+        int(r): union_of(times[start[mine & (rank == r)]], times[end[mine & (rank == r)]])
+        for r in np.unique(rank[mine])
+    }
 
 
 def covered(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -173,11 +187,7 @@ def instance_overlaps(run: RunGraph, times: np.ndarray, transfer_ns: np.ndarray)
     out = np.zeros(n)
     if n == 0:
         return out
-    compute = defaultdict(list)
-    for rank, start, end, klass, _ in run.intervals:
-        if klass == "compute":
-            compute[rank].append((times[start], times[end]))
-    merged = {rank: union(spans) for rank, spans in compute.items()}
+    merged = rank_unions(run, times, "compute")
     empty = (np.array([]), np.array([]))
     lo = times[np.array(run.instances.arrival, dtype=np.int64)]
     length = np.asarray(transfer_ns[:n], dtype=np.float64)
@@ -272,11 +282,7 @@ class OpSignature:
 
 def transfer_spans(run: RunGraph, times: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per rank, the union of its communication intervals in the given times."""
-    spans = defaultdict(list)
-    for rank, start, end, klass, _ in run.intervals:
-        if klass == "comm":
-            spans[rank].append((times[start], times[end]))
-    return {rank: union(rows) for rank, rows in spans.items()}
+    return rank_unions(run, times, "comm")
 
 
 def op_signatures(run: RunGraph, calls: list[OpCall]) -> list[OpSignature]:

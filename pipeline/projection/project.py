@@ -74,9 +74,9 @@ from tracehouse.pipeline.projection.scenario import (
 from tracehouse.pipeline.projection.search import measured_power
 from tracehouse.pipeline.projection.stages import build_pipeline_graph
 from tracehouse.pipeline.projection.timeline import (
+    LoadedRuns,
     RunFacts,
     RunTimeline,
-    load_run,
     reference_model,
     run_facts,
 )
@@ -678,6 +678,7 @@ def project_study(
     progress: Callable[[str], None] | None = None,
     model_parallel: tuple[int, int] | None = None,
     changes_only: bool = False,
+    loaded: LoadedRuns | None = None,
 ) -> Projections:
     """Project one run, or every run of the study, and store the points in `projections`, and
     each run's critical paths of its measured replay (critical_path_segments, op_slack_rows). One
@@ -686,13 +687,15 @@ def project_study(
     `model_parallel`: the (tp, pp) a layout asks for; a run measured with another pp, or another tp
     than a run measured with tensor parallelism, is not projected (`same_split`). `changes_only`:
     project only the runs whose layout the scenario changes (`changes_layout`; the others are left
-    out, not failed)."""
+    out, not failed). `loaded`: the runs the command has read already (`with_other_kinds` shares
+    them between its layouts)."""
     from tracehouse.pipeline.warehouse.database import connect
     from tracehouse.pipeline.warehouse.reading import open_reader
 
     network_from_file = load_network_file(network_file) if network_file is not None else None
     results = Projections()
     paths = StudyPaths()
+    loaded = loaded if loaded is not None else LoadedRuns()
     with open_reader(warehouse_dir) as connection:
         stored_checks = read_checks(connection, study)
         results.power_w = measured_power(connection, study)
@@ -712,13 +715,13 @@ def project_study(
                 progress(f"replaying {study}/{run} at {len(world_sizes)} world size(s)")
             try:
                 if changes_only:  # the measured run's paths were stored as it was projected
-                    timeline = load_run(connection, study, run)
+                    timeline = loaded.load(connection, study, run)
                     changed = (scenario.data_parallel, scenario.tensor_parallel)
                     graph = layout_changed(
                         connection, timeline, *changed, pipeline_of(timeline.facts, scenario)
                     )
                 else:
-                    timeline, graph = paths.replay(connection, study, run)
+                    timeline, graph = paths.replay(connection, study, run, loaded)
                 same_split(timeline.facts, model_parallel)
                 network = network_from_file or calibrated_network(
                     connection, study=study, run_id=run, devices_per_node=per_node
@@ -782,6 +785,7 @@ def with_other_kinds(
     from tracehouse.pipeline.warehouse.reading import open_reader
 
     out = Projections(results, failed=results.failed)
+    options.setdefault("loaded", LoadedRuns())
     with open_reader(warehouse_dir) as connection:
         tp_split, pp_split = split_degrees(connection, options["study"])
     layouts = [(kind, tp, None) for tp in (None, *tp_split) for kind in ("ddp", "fsdp")]

@@ -39,8 +39,8 @@ from tracehouse.collectors.model_sizes import stage_layers, stage_params
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.ops.costs import CATEGORY_OF, FORMULA_OF
 from tracehouse.pipeline.projection.build import RunGraph, join_instances
-from tracehouse.pipeline.projection.context import RankWindows, RunContext, inside
-from tracehouse.pipeline.projection.cpu_rank import covered, merged, waited_for
+from tracehouse.pipeline.projection.context import RankWindows, RunContext, covered, merged
+from tracehouse.pipeline.projection.cpu_rank import waited_for
 from tracehouse.pipeline.projection.efficiency import CLASS_OF, SPLIT_CLASSES, Curve, LatencyFit
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, Segment
 from tracehouse.pipeline.projection.synthetic import (
@@ -157,7 +157,7 @@ def cut_steps(
         (s, e, name, counted.get(op_id))
         for s, e, name, op_id in compute.select(["start_ns", "end_ns", "name", "op_id"]).iter_rows()
     ]
-    optimizer = list(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
+    optimizer = merged(t.optimizer.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     hooks = merged(t.fsdp_hooks.filter(pl.col("rank") == rank).select(["start_ns", "end_ns"]).iter_rows())
     comm_ends = sorted(t.comm.filter(pl.col("rank") == rank)["end_ns"].to_list())
     out = []
@@ -179,7 +179,7 @@ def cut_steps(
             if covered(hooks, a) or (not compute_piece and _waits(comm_ends, a, z)):
                 continue
             region, stage = cuts[max(0, bisect_right(at, a) - 1)][1]
-            if region == "optimizer" or inside(optimizer, a):
+            if region == "optimizer" or covered(optimizer, a):
                 cut.optimizer.append(Piece(float(z - a), compute_piece, label))
                 continue
             piece = _micro(z - a, compute_piece, label, flops, microbatches, curves)

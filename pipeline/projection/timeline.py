@@ -7,8 +7,9 @@ whose main thread (`cpu_main_threads`) plays the device (METHODOLOGY "Steps on a
 
 from __future__ import annotations
 
+import heapq
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -85,23 +86,19 @@ QUERIES = {
         ORDER BY rank, start_ns""",
     # Each piece of main-thread compute with the op it is the self time of: the innermost cpu_op
     # of the main thread that holds it (the latest started; ties: the one ending first).
+    # The CPU rule's compute segments (their op: `innermost_calls`, joined in `load_run`).
     "cpu_compute": f"""
-        WITH calls AS (
-            SELECT o.rank, o.ts_unix_ns AS start_ns, o.ts_unix_ns + o.dur_ns AS end_ns, o.name, o.op_id
-            FROM ops AS o
-            JOIN cpu_main_threads AS m
-                ON m.study = o.study AND m.run_id = o.run_id AND m.rank = o.rank AND m.pid = o.pid
-                   AND m.tid = o.tid
-            WHERE o.{RUN_FILTER.replace(" AND ", " AND o.")} AND o.kind = 'cpu_op'
-        )
-        SELECT s.rank, s.start_ns, s.end_ns,
-               arg_max(c.name, struct_pack(started := c.start_ns, ends := -c.end_ns)) AS name,
-               arg_max(c.op_id, struct_pack(started := c.start_ns, ends := -c.end_ns)) AS op_id
-        FROM cpu_compute_segments AS s
-        LEFT JOIN calls AS c ON c.rank = s.rank AND c.start_ns <= s.start_ns AND c.end_ns >= s.end_ns
-        WHERE s.{RUN_FILTER.replace(" AND ", " AND s.")}
-        GROUP BY s.rank, s.start_ns, s.end_ns
-        ORDER BY s.rank, s.start_ns""",
+        SELECT rank, start_ns, end_ns FROM cpu_compute_segments
+        WHERE {RUN_FILTER} ORDER BY rank, start_ns""",
+    # The main thread's cpu_ops, the calls a compute segment is the self time of.
+    "main_calls": f"""
+        SELECT o.rank, o.ts_unix_ns AS start_ns, o.ts_unix_ns + o.dur_ns AS end_ns, o.name, o.op_id
+        FROM ops AS o
+        JOIN cpu_main_threads AS m
+            ON m.study = o.study AND m.run_id = o.run_id AND m.rank = o.rank AND m.pid = o.pid
+               AND m.tid = o.tid
+        WHERE o.{RUN_FILTER.replace(" AND ", " AND o.")} AND o.kind = 'cpu_op' AND o.dur_ns > 0
+        ORDER BY o.rank, start_ns""",
     # The main-thread calls with counted FLOPs or bytes (op_calls.counted_flops, counted_bytes: the
     # once-only rule) of ops with a formula, in order: tensor parallelism splits those of
     # efficiency.SPLIT_CLASSES (matmul, attention) with FLOPs and places its collectives at the
@@ -231,7 +228,53 @@ def load_run(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> 
     facts = run_facts(connection, study, run_id)
     params = {"study": study, "run_id": run_id}
     frames: dict[str, Any] = {name: connection.sql(sql, params=params).pl() for name, sql in QUERIES.items()}
+    frames["cpu_compute"] = innermost_calls(frames["cpu_compute"], frames.pop("main_calls"))
     return RunTimeline(facts=facts, **frames)
+
+
+@dataclass
+class LoadedRuns:
+    """The runs one command has read, each read once: `--search` projects every run of a study in
+    each layout it tries, from the same warehouse."""
+
+    runs: dict[tuple[str, str], RunTimeline] = field(default_factory=dict)
+
+    def load(self, connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> RunTimeline:
+        """`load_run`'s timeline, read at the first call for the run."""
+        key = (study, run_id)
+        if key not in self.runs:
+            self.runs[key] = load_run(connection, study, run_id)
+        return self.runs[key]
+
+
+def innermost_calls(segments: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """`segments` (rank, start_ns, end_ns; disjoint on each rank) with the name and op_id of the
+    innermost of `calls` (rank, start_ns, end_ns, name, op_id) that holds each: the one that started
+    last, of equal starts the one that ends first, of equal spans the later op_id (NULL where none
+    holds it). One sweep per rank in start order: the calls started by a segment's start wait in a
+    heap ordered so, and a call ending before a segment ends is dropped for good (the segments
+    after it start later)."""
+    names: list[str | None] = []
+    op_ids: list[int | None] = []
+    by_rank = {key[0]: frame for key, frame in calls.partition_by("rank", as_dict=True).items()}
+    for (rank,), frame in segments.partition_by("rank", as_dict=True, maintain_order=True).items():
+        # `segments` is in rank order (its query's), so the answers line up with its rows
+        held = by_rank.get(rank, calls.clear()).sort("start_ns", "end_ns", "op_id")
+        starts, ends = held["start_ns"].to_list(), held["end_ns"].to_list()
+        ids, call_names = held["op_id"].to_list(), held["name"].to_list()
+        heap: list[tuple[int, int, int, int]] = []
+        i = 0
+        for start, end in frame.select("start_ns", "end_ns").iter_rows():
+            while i < len(starts) and starts[i] <= start:
+                heapq.heappush(heap, (-starts[i], ends[i], -ids[i], i))
+                i += 1
+            while heap and heap[0][1] < end:
+                heapq.heappop(heap)
+            names.append(call_names[heap[0][3]] if heap else None)
+            op_ids.append(ids[heap[0][3]] if heap else None)
+    return segments.with_columns(
+        pl.Series("name", names, dtype=pl.String), pl.Series("op_id", op_ids, dtype=calls.schema["op_id"])
+    )
 
 
 def run_facts(connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> RunFacts:
