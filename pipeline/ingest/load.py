@@ -82,7 +82,9 @@ def load_all(
             groups = run_tasks(tasks, str(warehouse), frozenset(), **_on(client, engine, summary))
         try:
             if groups is None:
-                create_warehouse(warehouse, wait_s=BUSY_WAIT_S)
+                # a reader may have opened a new catalog as soon as it was copied into place; a
+                # warehouse busy from the start is one line at once (register.BUSY_WAIT_S)
+                create_warehouse(warehouse, wait_s=BUSY_WAIT_S if new else 0.0)
             else:
                 first = next(groups, [])  # as soon as they are under way (usually empty)
                 if not _created_beside(warehouse, groups):
