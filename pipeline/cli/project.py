@@ -54,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(fsdp=64,tp=2): their world sizes, and the data-parallel kind, which may differ from the run's "
         "(a DDP run projected as FSDP plans FSDP's all-gathers and reduce-scatters in place of its "
         "all-reduces, CPU runs); tp may be added to a run without it (its matmul and attention ops "
-        "split, each layer's all-reduces planned), or pp with microbatches=M (its layers cut into stages "
-        "replayed per micro-batch in GPipe's order, dp=N only): CPU runs of tracehouse's reference Llama",
+        "split, each layer's all-reduces planned), or pp with microbatches=M and schedule=gpipe|1f1b "
+        "(its layers cut into stages replayed per micro-batch in that schedule's order, GPipe's where not "
+        "given, dp=N only): CPU runs of tracehouse's reference Llama",
     )
     p.add_argument(
         "--search",

@@ -23,7 +23,7 @@ from tracehouse.pipeline.projection.cpu_rank import add_cpu_rank
 from tracehouse.pipeline.projection.efficiency import Curve
 from tracehouse.pipeline.projection.gpu_rank import add_gpu_rank
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, ReplayGraph, Segment
-from tracehouse.pipeline.projection.layouts import data_parallel_kind
+from tracehouse.pipeline.projection.layouts import Pipeline, data_parallel_kind
 from tracehouse.pipeline.projection.timeline import RunTimeline
 
 
@@ -39,7 +39,7 @@ class RunGraph:
     kind: str | None = None  # the data-parallel kind planned in place of the run's own (None: as measured)
     tp: int | None = None  # the tensor-parallel degree planned on a run without (None: as measured)
     curves: dict[int, Curve] = field(default_factory=dict)  # split ops' time at a new size (efficiency.py)
-    pipeline: tuple[int, int] | None = None  # (pp, micro-batches) replayed from a run without (stages.py)
+    pipeline: Pipeline | None = None  # the pipeline replayed from a run without one (stages.py)
     tokens_scale: float = 1.0  # the tokens per device its work was built for, over the measured run's
 
     @cached_property

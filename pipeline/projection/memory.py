@@ -9,8 +9,9 @@ Per device, for the run's model (the manifest's n_params and dtype) at the proje
   and an fp32 master copy where the parameters are 16-bit, sharded as the parameters are;
 * activations: the run's measured peak of allocated bytes (step_memory: its largest rank and
   step) less its model state at the measured layout, scaled with the tokens per device (strong
-  scaling: dp / dp_new). A trace without memory events gives none: the need is then a lower
-  bound, and says so.
+  scaling: dp / dp_new); a pipeline's stage keeps its share of the layers' activations for the
+  micro-batches in flight: all of them under GPipe, at most pp under 1F1B (the first stage's
+  warm-up). A trace without memory events gives none: the need is then a lower bound, and says so.
 The capacity is the scenario's `device_memory`, else the network description's, else the device's
 memory (hardware.device_memory_bytes, by the run's device name); unknown for a CPU. A point whose
 need exceeds it is flagged and never ranked by `--search` (docs/projection.md, "Memory per device").
@@ -106,10 +107,11 @@ def memory_need(
     measured_sharded: bool | None = None,
     tp_new: int | None = None,
     pp_new: int | None = None,
+    in_flight: float = 1.0,
 ) -> MemoryNeed | None:
     """The need per device at dp_new (sharded: FSDP), tp_new and pp_new (None: the run's; a
-    stage keeps its share of the layers' activations, every micro-batch's until its backward, as
-    GPipe does); tokens is
+    stage keeps its share of the layers' activations for `in_flight`, the share of the step's
+    micro-batches it holds at once: 1 under GPipe, each micro-batch's until its backward); tokens is
     the tokens-per-device factor against the measured layout; peak the measured peak
     (`measured_peak`), of a run that sharded (measured_sharded, default: as projected) or not;
     capacity the device's memory (or None)."""
@@ -118,7 +120,7 @@ def memory_need(
     if state is None or measured is None:
         return None
     stages = (facts.pp or 1) / (pp_new or facts.pp or 1)
-    activations = None if peak is None else max(0.0, peak - sum(measured)) * tokens * stages
+    activations = None if peak is None else max(0.0, peak - sum(measured)) * tokens * stages * in_flight
     return MemoryNeed(*state, activations=activations, capacity=capacity)
 
 
@@ -134,6 +136,14 @@ def device_capacity(
         return network.device_memory, "network file"
     table = device_memory_bytes(facts.device_name)
     return table, None if table is None else "device table"
+
+
+def in_flight(layout: Layout) -> float:
+    """The share of a projected pipeline's micro-batches whose activations its first stage holds at
+    once: all under GPipe, pp of them under 1F1B (1 without a projected pipeline)."""
+    if layout.schedule != "1f1b" or not layout.microbatches or not layout.pp_new:
+        return 1.0
+    return min(layout.microbatches, layout.pp_new) / layout.microbatches
 
 
 def with_memory(
@@ -156,6 +166,7 @@ def with_memory(
         measured_sharded=layout.measured_sharded,
         tp_new=layout.tp_target,
         pp_new=layout.pp_target,
+        in_flight=in_flight(layout),
     )
     if need is None:
         return replace(p, memory_capacity_bytes=capacity)

@@ -46,7 +46,13 @@ from tracehouse.pipeline.projection.interference import (
     stored_fits,
     unfitted,
 )
-from tracehouse.pipeline.projection.layouts import data_parallel_kind, layout_text, strategy_as
+from tracehouse.pipeline.projection.layouts import (
+    DEFAULT_SCHEDULE,
+    Pipeline,
+    data_parallel_kind,
+    layout_text,
+    strategy_as,
+)
 from tracehouse.pipeline.projection.memory import device_capacity, measured_peak, with_memory
 from tracehouse.pipeline.projection.network import (
     LINK_SOURCES,
@@ -185,7 +191,9 @@ def project_run(
     ]
     rests_on = provenance(run, identity, scenario, network, interference, (peak, capacity, source))
     pp = pipeline[0] if pipeline else None
-    workload = same_workload(connection, facts, kind, tp, pp)
+    # tracehouse collect's pipelines run GPipe: a pipeline of another schedule has no measured match
+    other_schedule = pipeline is not None and pipeline.schedule != DEFAULT_SCHEDULE
+    workload = [] if other_schedule else same_workload(connection, facts, kind, tp, pp)
     points = with_measured(workload, facts, points, scenario.weak_scaling, tp, pipeline)
     points = [replace(p, provenance=rests_on) for p in points]
 
@@ -210,7 +218,7 @@ def layout_changed(
     timeline: RunTimeline,
     kind: str | None,
     tp: int | None,
-    pipeline: tuple[int, int] | None = None,
+    pipeline: Pipeline | None = None,
     tokens_scale: float = 1.0,
 ) -> RunGraph:
     """The run's graph with the collectives of data-parallel `kind` planned in place of its own
@@ -274,15 +282,16 @@ def pipelined(
     timeline: RunTimeline,
     kind: str | None,
     tp: int | None,
-    pipeline: tuple[int, int],
+    pipeline: Pipeline | tuple[int, int],
     tokens_scale: float = 1.0,
 ) -> RunGraph:
-    """The run replayed as a pipeline of (pp, micro-batches) over DDP replicas (stages.py), each
-    carrying `tokens_scale` times a measured data-parallel rank's tokens, where it can be: a CPU run
-    of the reference Llama with neither tensor nor pipeline parallelism."""
+    """The run replayed as a pipeline (pp, micro-batches and schedule, GPipe where not given) over DDP
+    replicas (stages.py), each carrying `tokens_scale` times a measured data-parallel rank's tokens,
+    where it can be: a CPU run of the reference Llama with neither tensor nor pipeline parallelism."""
     facts = timeline.facts
     name = f"{facts.study}/{facts.run_id}"
-    pp, microbatches = pipeline
+    pipeline = Pipeline(*pipeline)
+    pp = pipeline.pp
     if timeline.gpu_ranks:
         raise TracehouseError(
             f"{name}: a change of pipeline parallelism (pp={pp}) is planned on CPU (gloo) ranks only, not "
@@ -300,27 +309,28 @@ def pipelined(
         )
     curves = category_curves(connection, facts.study, facts.device_type or "cpu")
     try:
-        return replace(build_pipeline_graph(timeline, pp, microbatches, curves, tokens_scale), kind=kind)
+        return replace(build_pipeline_graph(timeline, pipeline, curves, tokens_scale), kind=kind)
     except GraphCycleError:
         raise TracehouseError(f"{name}: its pipeline of pp={pp} has a cycle (a tracehouse bug)") from None
 
 
-def pipeline_of(facts: RunFacts, scenario: Scenario) -> tuple[int, int] | None:
-    """(pp, micro-batches) of the pipeline the scenario asks of a run measured without pipeline
-    parallelism (micro-batches: the scenario's, else tracehouse collect's default for the run's
-    sequences per data-parallel rank); None where it asks for none or the run's own."""
+def pipeline_of(facts: RunFacts, scenario: Scenario) -> Pipeline | None:
+    """The pipeline the scenario asks of a run measured without pipeline parallelism
+    (micro-batches: the scenario's, else tracehouse collect's default for the run's sequences per
+    data-parallel rank; its schedule, else GPipe); None where it asks for none or the run's own."""
     pp = scenario.pipeline_parallel
     if pp is None or pp == (facts.pp or 1):
         return None
+    schedule = scenario.schedule or DEFAULT_SCHEDULE
     if scenario.microbatches is not None:
-        return pp, scenario.microbatches
+        return Pipeline(pp, scenario.microbatches, schedule)
     sequences = (facts.global_batch or 0) // facts.data_parallel
     if sequences < 1:
         raise TracehouseError(
             f"{facts.study}/{facts.run_id}: its manifest gives no global_batch to choose micro-batches "
             f"from: give microbatches=M with pp={pp}"
         )
-    return pp, default_microbatches(sequences, pp)
+    return Pipeline(pp, default_microbatches(sequences, pp), schedule)
 
 
 def held_out_checks(
@@ -506,7 +516,12 @@ def _points(
             notes=words[1],
             world_size=size,
             layout=layout_text(
-                layout.kind, layout.dp_new, layout.tp_target, layout.pp_target, layout.microbatches
+                layout.kind,
+                layout.dp_new,
+                layout.tp_target,
+                layout.pp_target,
+                layout.microbatches,
+                layout.schedule,
             ),
             measured_world_size=facts.world_size,
             measured_step_time_us=measured_step if own else None,
@@ -590,7 +605,7 @@ def match_at(
     world_size: int,
     weak_scaling: bool,
     tp: int | None = None,
-    pipeline: tuple[int, int] | None = None,
+    pipeline: Pipeline | None = None,
 ) -> MeasuredRun | None:
     """The measured run of `same_workload` at a world size with the tokens per step the projection
     assumes there (the run's own under strong scaling, grown with the data-parallel degree under
@@ -607,7 +622,7 @@ def matches(
     facts: RunFacts,
     weak_scaling: bool,
     tp: int | None = None,
-    pipeline: tuple[int, int] | None = None,
+    pipeline: Pipeline | None = None,
 ) -> dict[int, MeasuredRun]:
     """Every world size `match_at` finds a measured run at, with that run."""
     split = (tp or facts.tp or 1) * (pipeline[0] if pipeline else facts.pp or 1)
@@ -622,7 +637,7 @@ def with_measured(
     points: list[ProjectedPoint],
     weak_scaling: bool,
     tp: int | None = None,
-    pipeline: tuple[int, int] | None = None,
+    pipeline: Pipeline | None = None,
 ) -> list[ProjectedPoint]:
     """Each point beside the study's measured run of the same workload at its world size (`match_at`)."""
     out = []

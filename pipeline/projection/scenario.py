@@ -36,7 +36,13 @@ from tracehouse.pipeline.projection.buckets import regrouped, step_groups
 from tracehouse.pipeline.projection.build import RunGraph
 from tracehouse.pipeline.projection.efficiency import split_factors
 from tracehouse.pipeline.projection.graph import Cost, Phase
-from tracehouse.pipeline.projection.layouts import data_parallel_kind
+from tracehouse.pipeline.projection.layouts import (
+    DEFAULT_SCHEDULE,
+    SCHEDULE_NAMES,
+    SCHEDULES,
+    Pipeline,
+    data_parallel_kind,
+)
 from tracehouse.pipeline.projection.network import Link, NetworkModel, Placement, packed_hosts, place_group
 from tracehouse.pipeline.projection.timeline import DATA_PARALLEL_DIMS, RunFacts
 
@@ -66,6 +72,7 @@ class Scenario:
     microbatches: int | None = (
         None  # the pipeline's micro-batches per step (None: tracehouse collect's default)
     )
+    schedule: str | None = None  # the pipeline's schedule (layouts.SCHEDULES; None: tracehouse collect's)
 
     def __post_init__(self) -> None:
         if self.data_parallel not in (None, "ddp", "fsdp"):
@@ -77,6 +84,12 @@ class Scenario:
         if self.microbatches is not None and (self.microbatches < 1 or (self.pipeline_parallel or 1) == 1):
             raise TracehouseError(
                 "microbatches must be a positive integer, with pipeline parallelism (pp > 1)"
+            )
+        if self.schedule is not None and (
+            self.schedule not in SCHEDULES or (self.pipeline_parallel or 1) == 1
+        ):
+            raise TracehouseError(
+                f"the schedule must be one of {', '.join(SCHEDULES)}, with pipeline parallelism (pp > 1)"
             )
         for name in ("compute_speedup", "matmul_speedup", "memory_speedup", "grad_compression"):
             if not getattr(self, name) > 0:
@@ -147,6 +160,8 @@ class Scenario:
             parts.append(f"pp{self.pipeline_parallel}")
         if self.microbatches is not None:
             parts.append(f"mb{self.microbatches}")
+        if self.schedule not in (None, DEFAULT_SCHEDULE):
+            parts.append(self.schedule)
         if self.weak_scaling:
             parts.append("weak")
         if not self.interference:
@@ -192,10 +207,11 @@ class Scenario:
             )
         if self.pipeline_parallel is not None:
             batches = self.microbatches or "tracehouse collect's"
+            order = SCHEDULE_NAMES[self.schedule or DEFAULT_SCHEDULE]
             parts.append(
                 f"pipeline parallelism of degree {self.pipeline_parallel} with {batches} micro-batches "
-                "(where the run has none: its layers cut into stages, replayed per micro-batch in "
-                "GPipe's order, split ops timed by the study's efficiency curves, other compute by its "
+                f"(where the run has none: its layers cut into stages, replayed per micro-batch in {order}'s "
+                "order, split ops timed by the study's efficiency curves, other compute by its "
                 "tokens, host gaps per micro-batch, activations sent between stages)"
             )
         if self.ideal_network:
@@ -221,6 +237,7 @@ class Layout:
     tp_new: int | None = None  # the projected one where it differs (a run without tensor parallelism)
     pp_new: int | None = None  # the projected pipeline-parallel degree where it differs (a run without)
     microbatches: int | None = None  # the projected pipeline's micro-batches (with pp_new)
+    schedule: str | None = None  # the projected pipeline's schedule (with pp_new)
 
     @property
     def pp(self) -> int:
@@ -287,14 +304,16 @@ def layout_for(
     world_size: int,
     kind: str | None = None,
     tp: int | None = None,
-    pipeline: tuple[int, int | None] | None = None,
+    pipeline: Pipeline | tuple[int, int | None] | None = None,
 ) -> Layout:
     """The projected layout: the world grows along data parallelism, of data-parallel `kind`
     (None: the run's own), with tensor-parallel degree `tp` (None: the run's own) and `pipeline`'s
     (pp, micro-batches) (None: the run's own)."""
     measured_tp, pp = facts.tp or 1, facts.pp or 1
     tp_new = tp if tp is not None and tp != measured_tp else None
-    pp_new, microbatches = pipeline if pipeline is not None and pipeline[0] != pp else (None, None)
+    pp_new, microbatches, schedule = (
+        Pipeline(*pipeline) if pipeline is not None and pipeline[0] != pp else (None, None, None)
+    )
     split = (tp_new or measured_tp) * (pp_new or pp)
     if world_size % split:
         whose = "the layout's" if tp_new or pp_new else "the run's"
@@ -314,6 +333,7 @@ def layout_for(
         tp_new,
         pp_new,
         microbatches,
+        schedule,
     )
 
 

@@ -43,6 +43,7 @@ from tracehouse.pipeline.projection.context import RankWindows, RunContext, cove
 from tracehouse.pipeline.projection.cpu_rank import waited_for
 from tracehouse.pipeline.projection.efficiency import CLASS_OF, SPLIT_CLASSES, Curve, LatencyFit
 from tracehouse.pipeline.projection.graph import Cost, GraphBuilder, Phase, Segment
+from tracehouse.pipeline.projection.layouts import Pipeline
 from tracehouse.pipeline.projection.synthetic import (
     BLOCK_LINEARS,
     bucket_sizes,
@@ -80,18 +81,18 @@ class StepCut:
 
 def build_pipeline_graph(
     timeline: RunTimeline,
-    pp: int,
-    microbatches: int,
+    pipeline: Pipeline,
     curves: dict[tuple[str, str], Curve],
     tokens_scale: float = 1.0,
 ) -> RunGraph:
-    """The run replayed as a `pp`-stage GPipe pipeline of `microbatches` micro-batches (module
+    """The run replayed as `pipeline`: pp stages, its micro-batches in its schedule's order (module
     docstring), its ops timed by the categories' `curves`, each pipeline carrying `tokens_scale`
     times the tokens of a measured data-parallel rank (the projected layout's: a pipeline's
     micro-batches are built at the size they run, so per-call work does not follow the tokens); a
     run it cannot be planned for is a TracehouseError saying why."""
     f = timeline.facts
     name = f"{f.study}/{f.run_id}"
+    pp, microbatches, schedule = pipeline
     width = DTYPE_BYTES.get(f.dtype or "fp32")
     if f.model is None or width is None or not f.tokens_per_step:
         raise TracehouseError(
@@ -113,7 +114,8 @@ def build_pipeline_graph(
         )
     activation = tokens // microbatches * f.model.d_model * width
     params = [stage_params(f.model, pp, s) for s in range(pp)]
-    plan = _Plan(pp, microbatches, activation, [n * width for n in params], [n / sum(params) for n in params])
+    shares = [n / sum(params) for n in params]
+    plan = _Plan(pp, microbatches, schedule, activation, [n * width for n in params], shares)
     ctx = RunContext(GraphBuilder(), timeline)
     windows = []
     for rank in timeline.cpu_ranks:
@@ -127,7 +129,7 @@ def build_pipeline_graph(
         transfer_ns=np.array(instances.transfer_ns or [0.0], dtype=np.float64),
         windows=windows,
         intervals=ctx.intervals,
-        pipeline=(pp, microbatches),
+        pipeline=pipeline,
         tokens_scale=tokens_scale,
     )
 
@@ -242,6 +244,7 @@ def _micro(ns: int, compute: bool, label, counted, microbatches: float, curves: 
 class _Plan:
     pp: int
     microbatches: int
+    schedule: str  # layouts.SCHEDULES
     activation_bytes: int
     stage_bytes: list[int]  # each stage's parameters in bytes (its gradients)
     stage_shares: list[float]  # each stage's share of the parameters (of the optimizer's work)
@@ -295,11 +298,88 @@ class _Chain:
             self.ctx.b.edge(end, self.node, kind=Segment.SYNC_TAIL, label=label)
 
 
+# One action of a stage's step (`schedule_actions`): ("compute", direction, m) runs a micro-batch's
+# region; ("send" | "recv", direction, m) issues its activations' (forward) or gradients' (backward)
+# transfer to or from the next stage that way; ("wait", handles) goes on once they are all done, a
+# handle being a send or recv action or ("buckets",), the DDP buckets of the last backward.
+Action = tuple
+
+
+def schedule_actions(schedule: str, pp: int, microbatches: int, stage: int) -> list[Action]:
+    """One stage's step as torch.distributed.pipelining runs it (its schedules' order of compute
+    and of the sends and receives, which each wait for the peer's matching one), ending with the
+    wait for its last sends and its gradients' buckets.
+    gpipe (ScheduleGPipe): every micro-batch's forward, each received then sent on, the loop's sends
+    awaited at its end; then every backward likewise.
+    1f1b (Schedule1F1B): pp - stage forwards (at most the micro-batches), each waiting for the
+    previous one's send after its compute (the last one's send is held), then backward and forward in
+    turn, each one's receive issued together with the held send of the one before and both awaited,
+    then the remaining backwards, each waiting for the previous one's send after its compute."""
+    first, last = stage == 0, stage == pp - 1
+    out: list[Action] = []
+
+    def issue(*actions: Action) -> list[Action]:
+        """The actions that have a peer, issued."""
+        kept = [a for a in actions if not _edge(a, first, last)]
+        out.extend(kept)
+        return kept
+
+    def wait(handles: list[Action]) -> None:
+        if handles:
+            out.append(("wait", handles))
+
+    if schedule == "gpipe":
+        for direction in ("forward", "backward"):
+            sends: list[Action] = []
+            for m in range(microbatches):
+                wait(issue(("recv", direction, m)))
+                out.append(("compute", direction, m))
+                if direction == "backward" and m == microbatches - 1:
+                    sends.append(("buckets",))
+                sends += issue(("send", direction, m))
+            wait(sends)
+        return out
+    warmup = min(microbatches, pp - stage)
+    held: list[Action] = []  # sent, awaited later
+    for m in range(warmup):
+        wait(issue(("recv", "forward", m)))
+        out.append(("compute", "forward", m))
+        wait(held)
+        held = issue(("send", "forward", m)) if m != warmup - 1 else []
+    pending = ("send", "forward", warmup - 1)  # issued with the first backward's receive
+    forward, backward = warmup, 0
+    while True:
+        wait(issue(pending, ("recv", "backward", backward)))
+        out.append(("compute", "backward", backward))
+        pending, backward = ("send", "backward", backward), backward + 1
+        if forward == microbatches:
+            break
+        wait(issue(pending, ("recv", "forward", forward)))
+        out.append(("compute", "forward", forward))
+        pending, forward = ("send", "forward", forward), forward + 1
+    held = issue(pending)
+    while backward < microbatches:
+        wait(issue(("recv", "backward", backward)))
+        out.append(("compute", "backward", backward))
+        wait(held)
+        held = issue(("send", "backward", backward))
+        backward += 1
+    wait([*held, ("buckets",)])
+    return out
+
+
+def _edge(action: Action, first: bool, last: bool) -> bool:
+    """Whether a send or recv has no peer: nothing before the first stage, nothing after the last."""
+    kind, direction, _ = action
+    upstream = (kind == "recv") == (direction == "forward")  # the peer is the stage before
+    return first if upstream else last
+
+
 def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: list[StepCut]) -> RankWindows:
-    """One stage of the measured rank `pipeline`'s pipeline: its chain over every step."""
+    """One stage of the measured rank `pipeline`'s pipeline: its chain over every step, each step's
+    micro-batches in the order of the plan's schedule (`schedule_actions`)."""
     f = ctx.timeline.facts
-    pp, last = plan.pp, plan.pp - 1
-    rank = pipeline * pp + stage
+    rank = pipeline * plan.pp + stage
     chain = _Chain(ctx, rank, cuts[0].start_ns)
     p2p = {
         "transfer_ns": 0.0,
@@ -309,34 +389,38 @@ def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: li
         "group_size": 2,
         "parallel_dim": "pp",
     }
+    actions = schedule_actions(plan.schedule, plan.pp, plan.microbatches, stage)
     starts, ends = [], []
     for k, cut in enumerate(cuts):
         if k:
             chain.advance(fixed=cut.start_ns - cuts[k - 1].end_ns, kind=Segment.HOST_GAP)
         starts.append([chain.node])
-        for direction, pieces, source, target in (
-            ("forward", cut.forward[stage], stage - 1, stage + 1),
-            ("backward", cut.backward[stage], stage + 1, stage - 1),
-        ):
-            sends = []
-            for m in range(plan.microbatches):
-                if 0 <= source <= last:
-                    link = (pipeline, min(source, stage), cut.step, direction, m)
-                    chain.wait([chain.issue(("pp", *link), p2p)], "recv")
+        done_at: dict[Action, list[int]] = {}
+        for action in actions:
+            kind = action[0]
+            if kind in ("send", "recv"):
+                _, direction, m = action
+                peer = stage - 1 if (kind == "recv") == (direction == "forward") else stage + 1
+                link = (pipeline, min(peer, stage), cut.step, direction, m)
+                done_at[action] = [chain.issue(("pp", *link), p2p)]
+            elif kind == "compute":
+                _, direction, m = action
+                pieces = (cut.forward if direction == "forward" else cut.backward)[stage]
                 # the gradients are ready as the last micro-batch's backward does its work
                 last_backward = direction == "backward" and m == plan.microbatches - 1
                 buckets = _buckets(plan, f, stage, cut.step) if last_backward else []
-                done, work = 0.0, sum(p.ns for p in pieces if p.compute)
+                issued, done, work = [], 0.0, sum(p.ns for p in pieces if p.compute)
                 for piece in pieces:
                     chain.piece(piece)
                     done += piece.ns if piece.compute else 0.0
                     while buckets and done >= work * buckets[0][0]:
-                        sends.append(chain.issue(*buckets.pop(0)[1:]))
-                sends += [chain.issue(key, row) for _, key, row in buckets]
-                if 0 <= target <= last:
-                    link = (pipeline, min(target, stage), cut.step, direction, m)
-                    sends.append(chain.issue(("pp", *link), p2p))
-            chain.wait(sends, "send")
+                        issued.append(chain.issue(*buckets.pop(0)[1:]))
+                if last_backward:
+                    done_at[("buckets",)] = issued + [chain.issue(key, row) for _, key, row in buckets]
+            else:
+                handles = action[1]
+                label = "recv" if all(h[0] == "recv" for h in handles) else "send"
+                chain.wait([end for h in handles for end in done_at.pop(h, [])], label)
         for piece in cut.optimizer:
             chain.piece(piece, Phase.OPTIMIZER, plan.stage_shares[stage] if piece.compute else 1.0)
         ends.append(chain.node)

@@ -46,6 +46,8 @@ STUDY = "tiny-cpu-gloo"
         ("dp=64", LayoutSpec("ddp", 64)),
         ("fsdp=8, tp=2", LayoutSpec("fsdp", 8, tp=2)),
         ("DP=8,tp=4,pp=4,microbatches=16", LayoutSpec("ddp", 8, 4, 4, 16)),
+        ("dp=8,pp=4,schedule=1F1B", LayoutSpec("ddp", 8, 1, 4, schedule="1f1b")),
+        ("dp=8,pp=4,microbatches=8,schedule=gpipe", LayoutSpec("ddp", 8, 1, 4, 8)),  # the default
     ],
 )
 def test_a_layout_reads_as_written_and_writes_back(text: str, spec: LayoutSpec) -> None:
@@ -62,8 +64,11 @@ def test_a_layout_reads_as_written_and_writes_back(text: str, spec: LayoutSpec) 
         ("dp=2,dp=4", "dp is given twice"),
         ("dp=0", "dp must be a positive integer"),
         ("dp=two", "dp=two is not an integer"),
-        ("dp=2,ep=2", "'ep=2' is not one of dp=N, fsdp=N, tp=N, pp=N, microbatches=N"),
+        ("dp=2,ep=2", "'ep=2' is not one of dp=N, fsdp=N, tp=N, pp=N, microbatches=N, schedule=gpipe|1f1b"),
         ("dp=2,microbatches=4", "microbatches needs pipeline parallelism"),
+        ("dp=2,schedule=1f1b", "schedule needs pipeline parallelism"),
+        ("dp=2,pp=2,schedule=zb", "schedule=zb is not one of gpipe, 1f1b"),
+        ("dp=2,pp=2,schedule=1f1b,schedule=1f1b", "schedule is given twice"),
     ],
 )
 def test_a_layout_that_cannot_be_read_says_what_is_wrong(text: str, says: str) -> None:

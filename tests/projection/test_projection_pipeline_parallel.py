@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from tracehouse.collectors.model_sizes import MODELS, param_count, stage_layers, stage_params
 from tracehouse.pipeline.common.errors import TracehouseError
 from tracehouse.pipeline.projection.efficiency import Curve, LatencyFit, category_curves
-from tracehouse.pipeline.projection.memory import model_state
+from tracehouse.pipeline.projection.layouts import SCHEDULES, Pipeline
+from tracehouse.pipeline.projection.memory import in_flight, memory_need, model_state
 from tracehouse.pipeline.projection.project import layout_changed, scenario_times
 from tracehouse.pipeline.projection.scenario import Scenario, layout_for
-from tracehouse.pipeline.projection.stages import Piece, StepCut, cut_steps, typical
+from tracehouse.pipeline.projection.stages import Piece, StepCut, cut_steps, schedule_actions, typical
 from tracehouse.pipeline.projection.timeline import load_run
 from tracehouse.pipeline.warehouse.reading import open_reader
 
@@ -72,66 +73,166 @@ def test_a_stall_of_one_step_is_not_repeated_per_micro_batch() -> None:
     assert [[p.ns for p in cut.forward[0]] for cut in typical(other)] == [[10.0], [10.0, 20.0]]
 
 
-def _gpipe(cuts: list[StepCut], pp: int, m: int, shares: list[float]) -> dict[tuple[int, int], tuple]:
-    """An oracle of the pipeline's replay with free transfers: the GPipe schedule of each stage's
-    micro-batch work, solved by iterating its max-plus equations to their fixed point (every unknown
-    from -inf up), independent of the graph's topological replay. (stage, step) -> (start, end) in ns
-    after the first step's start."""
+class _Recorder:
+    """A stage as torch's schedules drive it: what they compute, send, receive and wait for, in order."""
+
+    def __init__(self, pp: int, stage: int, log: list) -> None:
+        self.stage_index, self.log = stage, log
+        self.is_first, self.is_last = stage == 0, stage == pp - 1
+
+    def _ops(self, kind: str, direction: str, m: int, upstream: bool) -> list[tuple]:
+        return [] if (self.is_first if upstream else self.is_last) else [(kind, direction, m)]
+
+    def get_fwd_recv_ops(self, m: int) -> list[tuple]:
+        return self._ops("recv", "forward", m, True)
+
+    def get_fwd_send_ops(self, m: int) -> list[tuple]:
+        return self._ops("send", "forward", m, False)
+
+    def get_bwd_recv_ops(self, m: int) -> list[tuple]:
+        return self._ops("recv", "backward", m, False)
+
+    def get_bwd_send_ops(self, m: int) -> list[tuple]:
+        return self._ops("send", "backward", m, True)
+
+    def forward_one_chunk(self, m: int, *args, **kwargs) -> None:
+        self.log.append(("compute", "forward", m))
+
+    def backward_one_chunk(self, m: int, **kwargs) -> None:
+        self.log.append(("compute", "backward", m))
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None  # losses, gradient scaling: not the schedule's order
+
+
+def _torch_program(schedule: str, pp: int, m: int, stage: int, monkeypatch) -> list[tuple]:
+    """The stage's step as torch's own ScheduleGPipe / Schedule1F1B runs it (`_step_microbatches`)
+    on a recording stage: computes, the sends and receives it issues, and its waits (consecutive
+    waits as one: a wait for several works)."""
+    from torch.distributed.pipelining import schedules
+
+    log: list[tuple] = []
+    cls = {"gpipe": schedules.ScheduleGPipe, "1f1b": schedules.Schedule1F1B}[schedule]
+    runner = object.__new__(cls)  # its order needs no process group
+    runner._n_microbatches, runner._num_stages, runner._stage = m, pp, _Recorder(pp, stage, log)
+    runner.scale_grads = False
+    runner._check_inputs = lambda *args: ([None] * m, [{}] * m)
+    for name in ("_initialize_stage", "_maybe_compute_loss", "_maybe_get_loss", "_update_losses"):
+        setattr(runner, name, lambda *args, **kwargs: None)
+
+    def issued(ops, desc=None):
+        log.extend(ops)
+        return list(ops)
+
+    def waited(work) -> None:
+        if work and log and log[-1][0] == "wait":
+            log[-1] = ("wait", [*log[-1][1], *work])
+        elif work:
+            log.append(("wait", list(work)))
+
+    monkeypatch.setattr(schedules, "_batch_p2p", issued)
+    monkeypatch.setattr(
+        schedules, "_sorted_batch_p2p", lambda ops, desc=None: dict(enumerate(issued([op]) for op in ops))
+    )
+    monkeypatch.setattr(schedules, "_wait_batch_p2p", waited)
+    runner._step_microbatches([None] * m, [{}] * m, None, None)
+    return log
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_each_stage_follows_torch_s_schedule(schedule: str, monkeypatch) -> None:
+    for pp in (2, 3, 4):
+        for m in range(1, 7):
+            for stage in range(pp):
+                ours = []
+                for action in schedule_actions(schedule, pp, m, stage):
+                    if action[0] != "wait":
+                        ours.append(action)
+                    elif handles := [h for h in action[1] if h != ("buckets",)]:
+                        ours.append(("wait", handles))
+                assert ours == _torch_program(schedule, pp, m, stage, monkeypatch), (pp, m, stage)
+
+
+def _oracle(
+    cuts: list[StepCut], programs: list[list[tuple]], shares: list[float]
+) -> tuple[dict[tuple[int, int], tuple], dict[tuple, float]]:
+    """An oracle of the pipeline's replay with free transfers: each stage's program (torch's order)
+    over each step's regions, solved by iterating its max-plus equations to their fixed point (every
+    unknown from -inf up), independent of the graph's topological replay: a compute adds its
+    region's time, a send or receive is posted at the stage's instant, and a wait lasts until the
+    peer of each awaited one has posted its own. (stage, step) -> (start, end), and (step, stage,
+    send or recv) -> when it was posted, in ns after the first step's start."""
+    pp = len(programs)
     forward = [[sum(p.ns for p in cut.forward[s]) for s in range(pp)] for cut in cuts]
     backward = [[sum(p.ns for p in cut.backward[s]) for s in range(pp)] for cut in cuts]
     optimizer = [
         [sum(p.ns * (shares[s] if p.compute else 1.0) for p in cut.optimizer) for s in range(pp)]
         for cut in cuts
     ]
-    at = {}  # ("issue"|"post", direction, step, stage, micro-batch) -> ns
+    posted: dict[tuple, float] = {}  # (step, stage, send or recv) -> ns
     out: dict[tuple[int, int], tuple] = {}
     inf = -math.inf
-    for _ in range(4 * pp * m * len(cuts) + 4):
-        before = dict(at), dict(out)
-        for s in range(pp):
-            end = None
+
+    def peer(stage: int, action: tuple) -> tuple:
+        kind, direction, m = action
+        upstream = (kind == "recv") == (direction == "forward")
+        return stage - 1 if upstream else stage + 1, ("send" if kind == "recv" else "recv", direction, m)
+
+    for _ in range(8 * pp * len(programs[0]) * len(cuts) + 4):
+        before = dict(posted), dict(out)
+        for s, program in enumerate(programs):
+            end = 0.0
             for k, cut in enumerate(cuts):
                 cur = 0.0 if k == 0 else end + (cut.start_ns - cuts[k - 1].end_ns)
                 start = cur
-                for i in range(m):
-                    if s > 0:
-                        at["post", "f", k, s, i] = cur
-                        cur = max(cur, at.get(("issue", "f", k, s - 1, i), inf))
-                    cur += forward[k][s]
-                    at["issue", "f", k, s, i] = cur
-                if s < pp - 1:  # the sender waits for every send, each until its receiver posts it
-                    cur = max([cur, *(at.get(("post", "f", k, s + 1, i), inf) for i in range(m))])
-                for i in range(m):
-                    if s < pp - 1:
-                        at["post", "b", k, s, i] = cur
-                        cur = max(cur, at.get(("issue", "b", k, s + 1, i), inf))
-                    cur += backward[k][s]
-                    at["issue", "b", k, s, i] = cur
-                if s > 0:
-                    cur = max([cur, *(at.get(("post", "b", k, s - 1, i), inf) for i in range(m))])
+                for action in program:
+                    if action[0] == "compute":
+                        cur += (forward if action[1] == "forward" else backward)[k][s]
+                    elif action[0] == "wait":
+                        cur = max([cur, *(posted.get((k, *peer(s, a)), inf) for a in action[1])])
+                    else:
+                        posted[k, s, action] = cur
                 end = cur + optimizer[k][s]
                 out[s, k] = (start, end)
-        if (at, out) == before:
-            return out
+        if (posted, out) == before:
+            return out, posted
     raise AssertionError("the oracle did not settle")
 
 
-@pytest.mark.parametrize("microbatches", [1, 2, 4])
-def test_the_pipeline_replays_gpipe_s_schedule(sample_warehouse: Path, ddp_ws1, microbatches: int) -> None:
+@pytest.mark.parametrize(
+    ("schedule", "microbatches"), [("gpipe", 1), ("gpipe", 2), ("gpipe", 4), ("1f1b", 2), ("1f1b", 4)]
+)
+def test_the_pipeline_replays_torch_s_schedule(
+    sample_warehouse: Path, ddp_ws1, schedule: str, microbatches: int, monkeypatch
+) -> None:
     timeline, curves = ddp_ws1
+    pipeline = Pipeline(2, microbatches, schedule)
     with open_reader(sample_warehouse) as con:
-        run = layout_changed(con, timeline, None, None, (2, microbatches))
-    layout = layout_for(timeline.facts, 2, None, None, (2, microbatches))
+        run = layout_changed(con, timeline, None, None, pipeline)
+    layout = layout_for(timeline.facts, 2, None, None, pipeline)
     times = scenario_times("ddp-ws1", run, layout, Scenario(ideal_network=True), None, {}, None)
     cuts = typical(cut_steps(timeline, 0, 2, microbatches, curves))
     model = timeline.facts.model
     shares = [stage_params(model, 2, s) / param_count(model) for s in range(2)]
-    expected = _gpipe(cuts, 2, microbatches, shares)
+    programs = [_torch_program(schedule, 2, microbatches, s, monkeypatch) for s in range(2)]
+    expected, posted = _oracle(cuts, programs, shares)
     origin = run.graph.origin - cuts[0].start_ns
     for w in run.windows:
         for k, step in enumerate(w.steps):
             lo, hi = run.window_bounds(times, w.rank, step)
             assert (lo + origin, hi + origin) == pytest.approx(expected[w.rank, k], abs=1.0)  # ns
+    # each activation and gradient is sent and received when the schedule posts it (the orders differ)
+    sent = 0
+    for key, i in run.instances.key_index.items():
+        if key[1] != "pp":
+            continue
+        *_, low, step, direction, m = key
+        k = [cut.step for cut in cuts].index(step)
+        for rank, start, _ in run.instances.members[i]:
+            kind = "send" if (rank == low) == (direction == "forward") else "recv"
+            assert times[start] + origin == pytest.approx(posted[k, rank, (kind, direction, m)], abs=1.0)
+            sent += kind == "send"
+    assert sent == 2 * microbatches * len(cuts)
     # the last stage idles while the first fills the pipeline: its window is no shorter
     assert run.step_times(times)[cuts[0].step][1] > 0
 
@@ -211,3 +312,27 @@ def test_the_stages_hold_the_model_once(name: str, pp: int) -> None:
         return
     assert sum(stage_params(cfg, pp, s) for s in range(pp)) == param_count(cfg)
     assert [i for s in range(pp) for i in stage_layers(cfg.n_layers, pp, s)] == list(range(cfg.n_layers))
+
+
+def test_a_1f1b_pipeline_names_its_schedule_and_holds_fewer_micro_batches(
+    sample_warehouse: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "wh"
+    shutil.copytree(sample_warehouse, warehouse)
+    layout = "dp=1,pp=2,microbatches=4,schedule=1f1b"
+    (result,) = tracehouse.project(warehouse, study=STUDY, run="ddp-ws1", layout=layout)
+    (point,) = result.points
+    assert point.layout == layout and point.scenario == "as-ddp+pp2+mb4+1f1b"
+    assert "replayed per micro-batch in 1F1B's order" in point.assumptions
+    # tracehouse collect's pipelines run GPipe: pp-ws2 is not this schedule's measurement
+    assert point.measured_run_id is None and point.exposed_comm_pp_frac > 0
+    # 1F1B's first stage holds the activations of pp = 2 of the 4 micro-batches at once, GPipe's all 4
+    facts = result.facts
+    gpipe, one_f = (layout_for(facts, 2, None, None, Pipeline(2, 4, s)) for s in SCHEDULES)
+    assert (in_flight(gpipe), in_flight(one_f)) == (1.0, 0.5)
+    state = sum(model_state(facts, 1, sharded=False))
+    peak = state + 8e6  # 8 MB of activations measured on the one rank, its 2 layers' and 4 micro-batches'
+    need = memory_need(
+        facts, dp=1, dp_new=1, sharded=False, tokens=1.0, peak=peak, capacity=None, pp_new=2, in_flight=0.5
+    )
+    assert need.activations == pytest.approx(8e6 / 2 * 0.5)
