@@ -18,10 +18,12 @@ pytestmark = pytest.mark.slow
 SWEEP = """
 study = "meta-init"
 model = "medium"
-steps = 3
+steps = 1
 global_batch = 4
 seq_len = 8
-[profile]
+[profile]  # one step, traced: what is measured is the build, before any step
+wait = 0
+warmup = 0
 active = 1
 [[points]]
 strategies = ["fsdp", "tp", "pp"]
