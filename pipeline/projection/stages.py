@@ -1,9 +1,10 @@
-"""A run without pipeline parallelism replayed as a pipeline: pp stages, M micro-batches, GPipe.
+"""A run without pipeline parallelism replayed as a pipeline: pp stages, M micro-batches, GPipe or 1F1B.
 
 tracehouse collect's pipeline (collectors/parallel.py) cuts its reference Llama into pp stages of
 consecutive blocks (`model_sizes.stage_layers`; the embedding on the first stage, the final norm and
 the output on the last) and runs torch's ScheduleGPipe: every micro-batch's forward, stage after
-stage, then every micro-batch's backward, then the optimizer. From a CPU run of the reference Llama
+stage, then every micro-batch's backward, then the optimizer; Schedule1F1B interleaves them
+(`schedule_actions`). From a CPU run of the reference Llama
 without tensor or pipeline parallelism, each step's main thread is cut where its layers' first
 matmuls start (`synthetic.reference_matmuls`) into regions, each owned by the stage holding its
 layer (the step's start up to the first block: the first stage; the output and the loss: the last;
@@ -19,8 +20,8 @@ pipeline r) that replays its regions once per micro-batch:
   dropped: the run's collectives are planned anew;
 * between stages, per micro-batch, the activations (forward) and their gradients (backward) as a
   send / recv of 2 ranks (parallel dimension "pp"; tokens per micro-batch x d_model x the dtype's
-  bytes): the receiver waits for the transfer, the sender for all of a loop's sends when the loop
-  ends (ScheduleGPipe's order);
+  bytes): the receiver waits for the transfer, the sender for its sends where its schedule awaits
+  them (GPipe: when the loop ends);
 * where the run measured several data-parallel ranks, each stage's gradients in DDP's buckets across
   the pipelines' same stage, issued as its last micro-batch's backward does its share of the work,
   awaited before the optimizer (the manifest's n_params is not used: the stage's own parameters).
@@ -368,11 +369,15 @@ def schedule_actions(schedule: str, pp: int, microbatches: int, stage: int) -> l
     return out
 
 
+def _upstream(action: Action) -> bool:
+    """Whether a send's or recv's peer is the stage before (a forward's receive, a backward's send)."""
+    kind, direction, _ = action
+    return (kind == "recv") == (direction == "forward")
+
+
 def _edge(action: Action, first: bool, last: bool) -> bool:
     """Whether a send or recv has no peer: nothing before the first stage, nothing after the last."""
-    kind, direction, _ = action
-    upstream = (kind == "recv") == (direction == "forward")  # the peer is the stage before
-    return first if upstream else last
+    return first if _upstream(action) else last
 
 
 def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: list[StepCut]) -> RankWindows:
@@ -400,7 +405,7 @@ def _add_stage(ctx: RunContext, plan: _Plan, pipeline: int, stage: int, cuts: li
             kind = action[0]
             if kind in ("send", "recv"):
                 _, direction, m = action
-                peer = stage - 1 if (kind == "recv") == (direction == "forward") else stage + 1
+                peer = stage - 1 if _upstream(action) else stage + 1
                 link = (pipeline, min(peer, stage), cut.step, direction, m)
                 done_at[action] = [chain.issue(("pp", *link), p2p)]
             elif kind == "compute":
