@@ -18,6 +18,10 @@
    components.
 7. Tensor parallelism added (`--layout ...,tp=2`): each sample DDP and FSDP run split over 2 ranks
    at data-parallel degrees 1 and 2, against the tp run measured there (tp-ws2, fsdp_tp-ws4-tp2).
+8. Pipeline parallelism added (`--layout dp=...,pp=2`): each sample DDP and FSDP run as a pipeline
+   of 2 stages at data-parallel degrees 1 and 2, against pp-ws2.
+9. A pipeline's schedule: ddp-ws1 and ddp-ws2 as dp=1,pp=2,microbatches=4 in GPipe's and in 1F1B's
+   order (projected only: tracehouse collect's pipelines run GPipe).
 
 Usage: python benchmarks/projection.py [--dir /tmp/projbench] [--skip-collect]
 """
@@ -235,6 +239,30 @@ def layout_change(root: Path) -> None:
     layout_rows(
         root, [(run, "dp", (1, 2), ",pp=2") for run in ("ddp-ws1", "ddp-ws2", "fsdp-ws1", "fsdp-ws2")]
     )
+    schedules(root)
+
+
+def schedules(root: Path) -> None:
+    """GPipe against 1F1B on the same pipelines (no run measures 1F1B: tracehouse collect's is GPipe)."""
+    import duckdb
+
+    print("\n9. a pipeline's schedule: each run as dp=1,pp=2,microbatches=4 in GPipe's and in 1F1B's order")
+    warehouse = root / "identity"
+    study = ["--warehouse", str(warehouse), "--study", "tiny-cpu-gloo"]
+    print(f"   {'run':<10} {'schedule':<9} {'proj ms':>8}   compute / exposed / idle, % of the step")
+    for run in ("ddp-ws1", "ddp-ws2"):
+        for schedule in ("gpipe", "1f1b"):
+            name = f"bench-{schedule}"
+            layout = f"dp=1,pp=2,microbatches=4,schedule={schedule}"
+            tracehouse("project", *study, "--run", run, "--layout", layout, "--scenario", name)
+            with duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True) as con:
+                ((ms, compute, exposed, idle),) = con.execute(
+                    "SELECT step_time_us / 1e3, compute_frac, exposed_comm_frac, idle_frac FROM projections "
+                    "WHERE run_id = ? AND scenario = ? AND world_size = 2",
+                    [run, name],
+                ).fetchall()
+            parts = " / ".join(f"{100 * f:.1f}" for f in (compute, exposed, idle))
+            print(f"   {run:<10} {schedule:<9} {ms:8.2f}   {parts}")
 
 
 def layout_rows(root: Path, changes: list[tuple]) -> None:
