@@ -48,6 +48,7 @@ from tracehouse.pipeline.projection.interference import (
 )
 from tracehouse.pipeline.projection.layouts import (
     DEFAULT_SCHEDULE,
+    SCHEDULES,
     Pipeline,
     data_parallel_kind,
     layout_text,
@@ -205,7 +206,8 @@ def project_run(
 
     checks = held_out_checks(workload, facts, scenario, (replays, gap), measurable)
     changed = [f"tp={tp}"] if changes_tp(facts, tp) else []
-    changed += [f"pp={pipeline[0]}"] if pipeline else []
+    changed += [f"pp={pipeline.pp}"] if pipeline else []
+    changed += [f"schedule={pipeline.schedule}"] if other_schedule else []
     changed[:0] = [kind] if kind is not None and (changed or changes_kind(facts, kind)) else []
     as_layout = ",".join(map(str, changed)) or None
     return RunProjection(
@@ -793,28 +795,33 @@ def with_other_kinds(
     data-parallel kind (DDP runs as FSDP, FSDP runs as DDP) and, where it has neither tensor nor
     pipeline parallelism, split over each degree of TP_DEGREES that its study's models allow, as
     each kind, and as a pipeline of each degree of PP_DEGREES its model's layers allow (over DDP
-    replicas), as `project_study` with `options` projected them: what `--search` ranks. Each
-    layout's points are stored under the scenario's name with `+as-<kind>` (and `+tp<N>` or
-    `+pp<N>`; the scenario's own short name when none is given); a run that cannot be projected so is
-    in `failed`, as "<run> as <kind>" (or "<run> as <kind>,tp=<N>", "<run> as ddp,pp=<N>")."""
+    replicas) in each schedule of SCHEDULES, as `project_study` with `options` projected them: what
+    `--search` ranks. Each layout's points are stored under the scenario's name with `+as-<kind>`
+    (and `+tp<N>`, or `+pp<N>` and `+1f1b` for that schedule; the scenario's own short name when
+    none is given); a run that cannot be projected so is in `failed`, as "<run> as <kind>" (or
+    "<run> as <kind>,tp=<N>", "<run> as ddp,pp=<N>", "<run> as ddp,pp=<N>,schedule=1f1b")."""
     from tracehouse.pipeline.warehouse.reading import open_reader
 
     out = Projections(results, failed=results.failed)
     options.setdefault("loaded", LoadedRuns())
     with open_reader(warehouse_dir) as connection:
         tp_split, pp_split = split_degrees(connection, options["study"])
-    layouts = [(kind, tp, None) for tp in (None, *tp_split) for kind in ("ddp", "fsdp")]
-    layouts += [("ddp", None, pp) for pp in pp_split]
-    for kind, tp, pp in layouts:
-        changed = replace(scenario, data_parallel=kind, tensor_parallel=tp, pipeline_parallel=pp)
+    layouts = [(kind, tp, None, None) for tp in (None, *tp_split) for kind in ("ddp", "fsdp")]
+    layouts += [("ddp", None, pp, schedule) for pp in pp_split for schedule in SCHEDULES]
+    for kind, tp, pp, schedule in layouts:
+        other = schedule if schedule != DEFAULT_SCHEDULE else None
+        changed = replace(
+            scenario, data_parallel=kind, tensor_parallel=tp, pipeline_parallel=pp, schedule=other
+        )
         own = changed.short_name(options.get("network_file"))
-        split = f"+tp{tp}" if tp else f"+pp{pp}" if pp else ""
+        split = f"+tp{tp}" if tp else f"+pp{pp}" + (f"+{other}" if other else "") if pp else ""
         name = f"{scenario_name}+as-{kind}{split}" if scenario_name else own
         found = project_study(
             warehouse_dir, run_id=None, scenario=changed, scenario_name=name, changes_only=True, **options
         )
         out.extend(found)
         label = f"{kind},tp={tp}" if tp else f"{kind},pp={pp}" if pp else kind
+        label += f",schedule={other}" if other else ""
         out.failed.update({f"{run} as {label}": why for run, why in found.failed.items()})
         out.power_w.update(found.power_w)
     out.power_w.update(results.power_w)

@@ -271,6 +271,7 @@ def test_a_notebook_ranks_the_runs_as_both_kinds_as_search_does(
     assert scenarios == [
         ("as-ddp",),
         ("as-ddp+pp2",),
+        ("as-ddp+pp2+1f1b",),
         ("as-ddp+tp2",),
         ("as-fsdp",),
         ("as-fsdp+tp2",),

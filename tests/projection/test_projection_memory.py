@@ -108,7 +108,7 @@ def test_layouts_that_do_not_fit_are_flagged_and_never_ranked(sample_warehouse: 
         labels[(run, layout)] = (
             f"{run} as {kind},tp=2"
             if split
-            else f"{run} as ddp,pp=2"
+            else f"{run} as ddp,pp=2" + (",schedule=1f1b" if layout.endswith("schedule=1f1b") else "")
             if piped
             else run
             if own

@@ -132,14 +132,18 @@ def test_the_sample_study_searched_at_two_world_sizes(sample_warehouse: Path, tm
         split = {(c["run_id"], c["layout"]) for c in s["candidates"] if c["layout"].endswith(",tp=2")}
         n = s["world_size"] // 2
         assert split >= {(run, f"{kind}={n},tp=2") for run in runs[:6] for kind in ("dp", "fsdp")}
-        # and as a pipeline of 2 stages (the tiny model's 2 layers allow no more) over DDP replicas
+        # and as a pipeline of 2 stages (the tiny model's 2 layers allow no more) over DDP replicas, in
+        # GPipe's order and in 1F1B's
         piped = {(c["run_id"], c["layout"]) for c in s["candidates"] if ",pp=" in c["layout"]}
         # tracehouse collect's micro-batches: 2 per stage where the sequences a replica measured divide
         # (8 on one replica, 4 on each of 2), else the sequences themselves (2 on each of 4)
         micro = {run: 2 if run.endswith("ws4") else 4 for run in runs[:6]}
-        assert piped == {(run, f"dp={n},pp=2,microbatches={m}") for run, m in micro.items()} | {
-            ("pp-ws2", f"dp={n},pp=2")
+        pipelines = {
+            (run, f"dp={n},pp=2,microbatches={m}{o}")
+            for run, m in micro.items()
+            for o in ("", ",schedule=1f1b")
         }
+        assert piped == pipelines | {("pp-ws2", f"dp={n},pp=2")}
         assert all(why.startswith("not projected") for why in s["left_out"].values())
         assert "parameters per stage are unknown" in s["left_out"]["pp-ws2 as fsdp"]
     assert [r["run_id"] for r in shown["projections"]] == sorted(r["run_id"] for r in shown["projections"])
