@@ -310,17 +310,18 @@ def _band_words(p: ProjectedPoint) -> str:
 def render_ranking(ranking: Ranking, study: str, scenario: str) -> list[str]:
     """The study's layouts at one world size, best first, as aligned text."""
     n = ranking.world_size
+    wide = max([30, *(len(c.layout) for c in ranking.candidates)])  # every layout whole
     lines = [
         f"search at {n:,} devices ({study}, {scenario}): {len(ranking.candidates)} layout(s) ranked by "
         "projected tokens/s",
-        "  rank  run                   layout                              tokens/s   band (tokens/s)   "
+        f"  rank  run                   {'layout':{wide}s}        tokens/s   band (tokens/s)   "
         "        tok/s/dev   tokens/J  exposed",
     ]
     for i, c in enumerate(ranking.candidates, 1):
         band = f"{c.tokens_per_s_low:,.4g} - {c.tokens_per_s_high:,.4g}"
         per_joule = f"{c.tokens_per_j:10.4g}" if c.tokens_per_j is not None else f"{'-':>10}"
         lines.append(
-            f"  {i:4d}  {c.run_id:20.20s}  {c.layout:30.30s}  {c.tokens_per_s:14,.1f}   {band:22.22s}"
+            f"  {i:4d}  {c.run_id:20.20s}  {c.layout:{wide}s}  {c.tokens_per_s:14,.1f}   {band:22.22s}"
             f"  {c.tokens_per_s_per_device:10,.2f} {per_joule} {100 * c.exposed_comm_frac:7.1f}%"
         )
     best = ranking.most_tokens_per_j

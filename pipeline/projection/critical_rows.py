@@ -52,10 +52,15 @@ class StudyPaths:
     failed: dict[str, str] = field(default_factory=dict)
 
     def replay(
-        self, connection: duckdb.DuckDBPyConnection, study: str, run_id: str, loaded: LoadedRuns
+        self,
+        connection: duckdb.DuckDBPyConnection,
+        study: str,
+        run_id: str,
+        loaded: LoadedRuns | None = None,
     ) -> tuple[RunTimeline, RunGraph]:
-        """Build the run's graph and record its paths, or the one-line reason it has none (the
-        error is raised again: the caller cannot replay the run either)."""
+        """Build the run's graph (its timeline from `loaded` where given) and record its paths, or
+        the one-line reason it has none (the error is raised again: the caller cannot replay the run
+        either)."""
         try:
             timeline, run = built_run(connection, study, run_id, loaded)
             self.paths[run_id] = run_paths(run)
