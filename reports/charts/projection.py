@@ -401,12 +401,31 @@ def ranking_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str | None:
     return text
 
 
+def clauses_of(assumptions: str) -> list[str]:
+    """A projection's assumptions split into its clauses: at each "; " outside parentheses."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(assumptions):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == ";" and depth == 0 and assumptions.startswith("; ", i):
+            out.append(assumptions[start:i])
+            start = i + 2
+    return [*out, assumptions[start:]]
+
+
 def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
-    """The assumptions of each stored scenario, in words."""
+    """The assumptions of the stored scenarios, in words: those every scenario shares once, then
+    each scenario's own (a search stores dozens of scenarios that differ in a clause or two)."""
     rows = (
         projected_rows(con, study).select("scenario", "assumptions").unique().sort("scenario", "assumptions")
     )
-    clauses = [f"{r['scenario']}: {r['assumptions'] or 'not recorded'}" for r in rows.iter_rows(named=True)]
+    said = [
+        (r["scenario"], clauses_of(r["assumptions"] or "not recorded")) for r in rows.iter_rows(named=True)
+    ]
+    shared = [c for c in said[0][1] if all(c in own for _, own in said)] if len(said) > 1 else []
+    clauses = [
+        f"{scenario}: {'; '.join(c for c in own if c not in shared) or 'nothing else'}"
+        for scenario, own in said
+    ]
     # what a projection left out or had to assume, each note once with the runs it holds for
     by_note = (
         projected_rows(con, study)
@@ -419,8 +438,9 @@ def assumptions_sentence(con: duckdb.DuckDBPyConnection, study: str) -> str:
     )
     notes = [f"{', '.join(r['run_id'])}: {r['notes']}" for r in by_note.iter_rows(named=True)]
     return (
-        "Assumptions, by scenario: "
-        + "; ".join(clauses)
+        ("Assumed by every scenario: " + "; ".join(shared) + ". " if shared else "")
+        + "Assumptions, by scenario: "
+        + ". ".join(clauses)
         + "."
         + (" Left out or assumed, by run: " + "; ".join(notes) + "." if notes else "")
     )
