@@ -239,7 +239,17 @@ def load_network_file(path: Path) -> NetworkModel:
     ):
         raise TracehouseError(f"{path}: device_memory_gb must be a positive number (GB per device)")
     device_memory = None if memory is None else float(memory) * 1e9
-    return NetworkModel(devices_per_node=per_node, links=links, source=str(path), device_memory=device_memory)
+    return NetworkModel(
+        devices_per_node=per_node, links=links, source=network_source(path), device_memory=device_memory
+    )
+
+
+def network_source(path: Path) -> str:
+    """How a projection names its network file: a shipped description by its name (the same on
+    every machine, and no install path in a shared report), any other by its path."""
+    names = {file.resolve(): name for name, file in shipped_networks().items()}
+    name = names.get(path.resolve())
+    return f"{name}.toml (shipped with tracehouse)" if name else str(path)
 
 
 def fit_link(points: list[tuple[str, float, int, float]]) -> Link | None:

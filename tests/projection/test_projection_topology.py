@@ -185,6 +185,6 @@ def test_a_shipped_network_projects_a_sample_run(sample_warehouse: Path, tmp_pat
     args = ["project", "--warehouse", str(warehouse), "--study", "tiny-cpu-gloo", "--run", "ddp-ws2"]
     assert main([*args, "--world-sizes", "16,64", "--network", "dgx-h100"]) == 0
     out = capsys.readouterr().out
-    assert "dgx-h100.toml, 8 devices per node" in out
+    assert "network from dgx-h100.toml (shipped with tracehouse), 8 devices per node" in out
     assert main([*args, "--world-sizes", "16", "--network", "dgx-z"]) == 2
     assert "dgx-z: no such network file, nor a shipped description" in capsys.readouterr().err
