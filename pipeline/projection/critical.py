@@ -191,19 +191,24 @@ def _op_slack(
 ) -> list[OpSlack]:
     """Per rank and op: the op edges that start in the rank's window, their calls, time and least
     slack (never below 0: a call on the path has none)."""
-    groups: dict[tuple[int, int, int], list[int]] = {}
-    is_op = np.isin(g.kind, OP_KINDS) & (g.cost != 0)  # the work's own edge, not a zero-weight join
-    for edge in np.flatnonzero(is_op).tolist():
-        rank = int(g.rank[g.dst[edge]])
-        window = bounds.get(rank)
-        if window is None or not window[0] <= times[g.src[edge]] < window[1]:
-            continue
-        groups.setdefault((rank, int(g.kind[edge]), int(g.label[edge])), []).append(edge)
+    edges = np.flatnonzero(np.isin(g.kind, OP_KINDS) & (g.cost != 0))  # the work's own edges, no joins
+    ranks, begins = g.rank[g.dst[edges]], times[g.src[edges]]
+    inside = np.zeros(len(edges), dtype=bool)
+    for rank, (lo, hi) in bounds.items():
+        inside |= (ranks == rank) & (begins >= lo) & (begins < hi)
+    edges = edges[inside]
+    keys = np.stack([g.rank[g.dst[edges]], g.kind[edges], g.label[edges]])
+    order = np.lexsort(keys[::-1])  # by rank, kind, op; stable: each group's edges in graph order
+    edges, keys = edges[order], keys[:, order]
+    cuts = np.flatnonzero(np.any(np.diff(keys, axis=1) != 0, axis=0)) + 1
+    durs = (times[g.dst[edges]] - times[g.src[edges]]).tolist()
     out = []
-    for (rank, kind, label), edges in sorted(groups.items()):
-        least = float(np.min(slack[edges]))
-        dur = float(sum(times[g.dst[e]] - times[g.src[e]] for e in edges))
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(edges)], strict=True):
+        if a == b:
+            continue
+        rank, kind, label = (int(x) for x in keys[:, a])
+        least = float(np.min(slack[edges[a:b]]))
         op = g.labels[label] if label >= 0 else None
         slack_ns = max(0.0, least) if np.isfinite(least) else None
-        out.append(OpSlack(rank, op, SEGMENT_NAMES[Segment(kind)], len(edges), dur, slack_ns))
+        out.append(OpSlack(rank, op, SEGMENT_NAMES[Segment(kind)], b - a, float(sum(durs[a:b])), slack_ns))
     return out
