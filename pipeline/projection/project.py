@@ -127,12 +127,14 @@ def project_run(
     built: tuple[RunTimeline, RunGraph] | None = None,
     assumed: str | None = None,
     interference: Interference | None = None,
+    loaded: LoadedRuns | None = None,
 ) -> RunProjection:
     """The run's identity check and its projection at each world size (the measured one added); a
     world size the run cannot be projected to is left out, its reason kept (`refused`, `notes`).
     `built`: the run's timeline and graph when the caller has them already; `assumed`: what the
     projection had to assume of the topology (a note of every point); `interference`: the
-    stretch of transfers under overlap for the run's device type (None: none modelled)."""
+    stretch of transfers under overlap for the run's device type (None: none modelled); `loaded`:
+    what the command has read of the warehouse already."""
     timeline, run = built if built is not None else built_run(connection, study, run_id)
     facts = timeline.facts
     kind, tp, pipeline = scenario.data_parallel, scenario.tensor_parallel, pipeline_of(facts, scenario)
@@ -194,7 +196,8 @@ def project_run(
     pp = pipeline[0] if pipeline else None
     # tracehouse collect's pipelines run GPipe: a pipeline of another schedule has no measured match
     other_schedule = pipeline is not None and pipeline.schedule != DEFAULT_SCHEDULE
-    workload = [] if other_schedule else same_workload(connection, facts, kind, tp, pp)
+    measured = (loaded or LoadedRuns()).measured_runs(connection, study)
+    workload = [] if other_schedule else same_workload(measured, facts, kind, tp, pp)
     points = with_measured(workload, facts, points, scenario.weak_scaling, tp, pipeline)
     points = [replace(p, provenance=rests_on) for p in points]
 
@@ -577,7 +580,7 @@ class MeasuredRun(NamedTuple):
 
 
 def same_workload(
-    connection: duckdb.DuckDBPyConnection,
+    measured: list[tuple],
     facts: RunFacts,
     kind: str | None = None,
     tp: int | None = None,
@@ -585,20 +588,17 @@ def same_workload(
 ) -> list[MeasuredRun]:
     """The study's other measured runs of the run's workload (same strategy, tp and pp; with
     data-parallel `kind`, tensor- and pipeline-parallel degrees `tp`, `pp` where given,
-    `layouts.strategy_as`)."""
+    `layouts.strategy_as`), of `measured` (LoadedRuns.measured_runs: the study's runs)."""
     added_pp = pp if pp is not None and pp != (facts.pp or 1) else None
     strategy = strategy_as(facts.strategy, kind, tp if changes_tp(facts, tp) else None, added_pp)
     if strategy is None or facts.tokens_per_step is None:
         return []
-    rows = connection.execute(
-        """SELECT r.run_id, r.world_size, r.tokens_per_step, s.step_time_us, s.tokens_per_s_per_device
-           FROM runs AS r JOIN scale_points AS s USING (study, run_id)
-           WHERE r.study = ? AND r.run_id <> ? AND r.strategy = ? AND coalesce(r.tp, 1) = ?
-             AND coalesce(r.pp, 1) = ? AND s.step_time_us > 0
-           ORDER BY r.run_id""",
-        [facts.study, facts.run_id, strategy, tp or facts.tp or 1, pp or facts.pp or 1],
-    ).fetchall()
-    return [MeasuredRun(*row) for row in rows]
+    want = (strategy, tp or facts.tp or 1, pp or facts.pp or 1)
+    return [
+        MeasuredRun(*row)
+        for *row, run_strategy, run_tp, run_pp in measured
+        if row[0] != facts.run_id and (run_strategy, run_tp, run_pp) == want
+    ]
 
 
 def match_at(
@@ -755,6 +755,7 @@ def project_study(
                         built=(timeline, graph),
                         assumed=assumed,
                         interference=interference_of(fits, device_type(timeline), scenario),
+                        loaded=loaded,
                     )
                 )
             except TracehouseError as exc:

@@ -238,6 +238,22 @@ class LoadedRuns:
     each layout it tries, from the same warehouse."""
 
     runs: dict[tuple[str, str], RunTimeline] = field(default_factory=dict)
+    studies: dict[str, list[tuple]] = field(default_factory=dict)
+
+    def measured_runs(self, connection: duckdb.DuckDBPyConnection, study: str) -> list[tuple]:
+        """The study's runs with a measured step time, by run id: (run_id, world_size,
+        tokens_per_step, step_time_us, tokens_per_s_per_device, strategy, tp, pp), read at the
+        first call (`scale_points` is a view over every step)."""
+        if study not in self.studies:
+            self.studies[study] = connection.execute(
+                """SELECT r.run_id, r.world_size, r.tokens_per_step, s.step_time_us,
+                          s.tokens_per_s_per_device, r.strategy, coalesce(r.tp, 1), coalesce(r.pp, 1)
+                   FROM runs AS r JOIN scale_points AS s USING (study, run_id)
+                   WHERE r.study = ? AND s.step_time_us > 0
+                   ORDER BY r.run_id""",
+                [study],
+            ).fetchall()
+        return self.studies[study]
 
     def load(self, connection: duckdb.DuckDBPyConnection, study: str, run_id: str) -> RunTimeline:
         """`load_run`'s timeline, read at the first call for the run."""
