@@ -94,11 +94,11 @@ class GraphBuilder:
         `split`: (class code, FLOPs) of the op a compute edge is the time of, where tensor
         parallelism would split it (efficiency.py)."""
         name = -1 if label is None else self._labels.setdefault(label, len(self._labels))
-        launcher = -1 if op_id is None else int(op_id)
         op_class, flops = split or (-1, 0.0)
-        weight = (int(cost), float(base), float(fixed), int(phase))
-        tags = (instance, int(kind), name, launcher, float(flops), int(op_class))
-        self._edges.append((src, dst, *weight, *tags))
+        # one flat row, converted to float64 by `freeze` (the enums are ints; op ids < 2**53)
+        launcher = -1 if op_id is None else op_id
+        row = (src, dst, cost, base, fixed, phase, instance, kind, name, launcher, flops, op_class)
+        self._edges.append(row)
 
     def measured(self, node: int) -> int:
         """The measured time of a node already added."""
