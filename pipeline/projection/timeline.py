@@ -84,9 +84,8 @@ QUERIES = {
         SELECT rank, name, ts_unix_ns AS start_ns, ts_unix_ns + dur_ns AS end_ns
         FROM events WHERE {RUN_FILTER} AND starts_with(name, 'FSDP::') AND dur_ns >= 0
         ORDER BY rank, start_ns""",
-    # Each piece of main-thread compute with the op it is the self time of: the innermost cpu_op
-    # of the main thread that holds it (the latest started; ties: the one ending first).
-    # The CPU rule's compute segments (their op: `innermost_calls`, joined in `load_run`).
+    # Each piece of main-thread compute (the CPU rule's segments); `load_run` adds the op it is the
+    # self time of: the innermost cpu_op of the main thread that holds it (`innermost_calls`).
     "cpu_compute": f"""
         SELECT rank, start_ns, end_ns FROM cpu_compute_segments
         WHERE {RUN_FILTER} ORDER BY rank, start_ns""",
