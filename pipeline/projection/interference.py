@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import duckdb
@@ -134,14 +133,9 @@ def unfitted(device_type: str) -> Interference:
     return Interference(device_type, stretch=transfer, compute_stretch=compute)
 
 
-def union(spans: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals covering the spans (starts, ends)."""
-    pairs = np.array(list(spans), dtype=np.float64).reshape(-1, 2)
-    return union_of(pairs[:, 0], pairs[:, 1])
-
-
 def union_of(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`union` of the spans [starts[i], ends[i]): empty ones dropped, touching ones joined."""
+    """Disjoint sorted intervals (starts, ends) covering the spans [starts[i], ends[i]): empty ones
+    dropped, touching ones joined."""
     keep = ends > starts
     order = np.lexsort((ends[keep], starts[keep]))
     s, e = starts[keep][order], ends[keep][order]

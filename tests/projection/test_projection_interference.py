@@ -35,7 +35,7 @@ from tracehouse.pipeline.projection.interference import (
     op_signatures,
     stored_fits,
     unfitted,
-    union,
+    union_of,
 )
 from tracehouse.pipeline.projection.network import calibrated_network, rank_hosts
 from tracehouse.pipeline.projection.project import node_size, scenario_times
@@ -65,7 +65,8 @@ def _brute_cover(rows: list[tuple[float, float]], lo: float, hi: float) -> float
 @settings(max_examples=200, deadline=None)
 @given(spans, st.lists(st.tuples(st.integers(-5, 140), st.integers(0, 60)), min_size=1, max_size=6))
 def test_covered_equals_a_brute_force_sweep(rows, windows) -> None:
-    starts, ends = union(rows)
+    pairs = np.array(rows, dtype=np.float64).reshape(-1, 2)
+    starts, ends = union_of(pairs[:, 0], pairs[:, 1])
     assert np.all(starts[1:] > ends[:-1])  # disjoint and sorted
     lo = np.array([float(a) for a, _ in windows])
     hi = np.array([float(a + w) for a, w in windows])
