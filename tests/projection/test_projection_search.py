@@ -150,6 +150,8 @@ def test_the_sample_study_searched_at_two_world_sizes(sample_warehouse: Path, tm
     assert main([*args, "--weak-scaling", "--network", "dgx-h100", "--scenario", "searched"]) == 0
     lines = capsys.readouterr().out.splitlines()
     heads = [line for line in lines if line.startswith("search at")]
+    # every layout printed whole, the longest (a 1F1B pipeline's) too
+    assert any(" dp=256,pp=2,microbatches=4,schedule=1f1b " in line for line in lines)
     assert heads == [
         f"search at {n} devices ({STUDY}, searched): {len(r['candidates'])} layout(s) ranked by "
         "projected tokens/s"
